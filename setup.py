@@ -1,0 +1,102 @@
+"""Build script: the Cython extensions, with OpenMP when the compiler supports it.
+
+Every compiler flag lives here, in one place.  There is no ``-march=native``: the kernels pick
+their vector code at run time (see ``pyconvtbc/_kernels``), so a wheel built here runs on any x86-64.
+
+Environment:
+  PYCONVTBC_DISABLE_OPENMP=1   build the serial fallback even if the compiler has OpenMP
+  PYCONVTBC_SANITIZE=address   build with AddressSanitizer (see docs/developer.md)
+  PYCONVTBC_ONLY=a,b            build only these extension modules (developer convenience)
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+BASE_COMPILE_ARGS = ["-O3", "-fno-strict-aliasing", "-fno-math-errno", "-std=gnu11"]
+BASE_LINK_ARGS = []
+OPENMP_FLAG = "-fopenmp"
+
+_PROBE = r"""
+#include <omp.h>
+int main(void) {
+    int n = 0;
+    #pragma omp parallel reduction(+:n)
+    n += 1;
+    return n > 0 ? 0 : 1;
+}
+"""
+
+
+def _compiler_has_openmp(compiler) -> bool:
+    """Compile and link a tiny OpenMP program with the compiler setuptools will use."""
+    if os.environ.get("PYCONVTBC_DISABLE_OPENMP", "") not in ("", "0"):
+        return False
+    tmp = tempfile.mkdtemp(prefix="pyconvtbc_omp_")
+    try:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write(_PROBE)
+        objs = compiler.compile([src], output_dir=tmp, extra_postargs=[OPENMP_FLAG])
+        compiler.link_executable(objs, "probe", output_dir=tmp, extra_postargs=[OPENMP_FLAG])
+        return subprocess.call([os.path.join(tmp, "probe")]) == 0
+    except Exception:  # any failure means: no usable OpenMP
+        return False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class BuildExt(build_ext):
+    def build_extensions(self):
+        use_omp = _compiler_has_openmp(self.compiler)
+        sanitize = os.environ.get("PYCONVTBC_SANITIZE", "")
+        compile_args = list(BASE_COMPILE_ARGS)
+        link_args = list(BASE_LINK_ARGS)
+        if use_omp:
+            compile_args.append(OPENMP_FLAG)
+            link_args.append(OPENMP_FLAG)
+        if sanitize:
+            compile_args += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g", "-O1"]
+            link_args += [f"-fsanitize={sanitize}"]
+        sys.stderr.write(f"pyconvtbc: building with OpenMP {'on' if use_omp else 'off (serial fallback)'}\n")
+        for ext in self.extensions:
+            ext.extra_compile_args = compile_args + list(ext.extra_compile_args or [])
+            ext.extra_link_args = link_args + list(ext.extra_link_args or [])
+        super().build_extensions()
+
+
+def _extensions():
+    exts = []
+    only = [m for m in os.environ.get("PYCONVTBC_ONLY", "").split(",") if m]
+    for pyx in sorted(glob.glob(os.path.join("pyconvtbc", "_kernels", "*.pyx"))):
+        name = pyx[:-4].replace(os.sep, ".")
+        if only and name.rsplit(".", 1)[-1] not in only:
+            continue
+        exts.append(
+            Extension(
+                name,
+                [pyx],
+                include_dirs=[numpy.get_include(), os.path.join("pyconvtbc", "_kernels")],
+                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+            )
+        )
+    return cythonize(
+        exts,
+        language_level=3,
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+        },
+    )
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt})
