@@ -1,0 +1,49 @@
+"""pyconvtbc: Huawei CANN's aclnnConvTbcBackward on the CPU, with the NPU's precision paths emulated.
+
+Two layers over one implementation (see docs/):
+* the CANN layer, a line-by-line port target of the C API: aclInit, aclrtMalloc, aclCreateTensor,
+  aclnnConvTbcBackwardGetWorkspaceSize, aclnnConvTbcBackward, ... (status-returning);
+* the NumPy layer: ``conv_tbc_backward(grad_output, input, weight, bias, pad, ...)``.
+"""
+from . import enums as _enums
+from . import status as _status
+from .api import (aclDestroyAclOpExecutor, aclnnConvTbcBackward, aclnnConvTbcBackwardGetWorkspaceSize,
+                  aclOpExecutor, aclSetAclOpExecutorRepeatable, conv_tbc_backward)
+from .codecs import hif8_decode, hif8_encode, round_to_hf32
+from .enums import *  # noqa: F401,F403  ACL_* constants and the IntEnums
+from .memory import DevicePtr
+from .profiles import (PROFILES, get_emulation_options, get_soc_version, reset_emulation_options,
+                       set_emulation_options, set_soc_version)
+from .runtime import (aclFinalize, aclInit, aclrtCreateStream, aclrtCtxGetSysParamOpt, aclrtCtxSetSysParamOpt,
+                      aclrtDestroyStream, aclrtFree, aclrtMalloc, aclrtMemcpy, aclrtResetDevice, aclrtSetDevice,
+                      aclrtStream, aclrtSynchronizeStream)
+from .status import *  # noqa: F401,F403  status codes, AclnnError, aclGetRecentErrMsg
+from .tensor import aclCreateTensor, aclDestroyTensor, aclTensor
+
+__version__ = "0.1.0"
+
+KEEP_DTYPE = _enums.CubeMathType.KEEP_DTYPE
+ALLOW_FP32_DOWN_PRECISION = _enums.CubeMathType.ALLOW_FP32_DOWN_PRECISION
+USE_FP16 = _enums.CubeMathType.USE_FP16
+USE_HF32 = _enums.CubeMathType.USE_HF32
+
+
+def have_openmp():
+    """True when the kernels were compiled with OpenMP (else they run serially)."""
+    from ._kernels._openmp import have_openmp as _h
+    return _h()
+
+
+__all__ = (
+    ["conv_tbc_backward", "hif8_encode", "hif8_decode", "round_to_hf32",
+     "aclInit", "aclFinalize", "aclrtSetDevice", "aclrtResetDevice", "aclrtCreateStream", "aclrtDestroyStream",
+     "aclrtSynchronizeStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpy", "aclrtCtxSetSysParamOpt",
+     "aclrtCtxGetSysParamOpt", "aclGetRecentErrMsg", "aclCreateTensor", "aclDestroyTensor", "aclTensor",
+     "aclnnConvTbcBackwardGetWorkspaceSize", "aclnnConvTbcBackward", "aclSetAclOpExecutorRepeatable",
+     "aclDestroyAclOpExecutor", "aclOpExecutor", "aclrtStream", "DevicePtr", "AclnnError",
+     "set_soc_version", "get_soc_version", "set_emulation_options", "get_emulation_options",
+     "reset_emulation_options", "PROFILES", "have_openmp", "__version__",
+     "KEEP_DTYPE", "ALLOW_FP32_DOWN_PRECISION", "USE_FP16", "USE_HF32"]
+    + list(_enums.__all__) + list(_status.__all__)
+)
+__all__ = sorted(set(__all__))

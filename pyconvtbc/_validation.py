@@ -1,0 +1,139 @@
+"""SEMANTICS.md section 2: the operator's checks, in order; the first failure wins.
+
+``validate`` reads descriptors through three attributes (``shape``, ``data_type``, ``format``), so the
+CANN layer's aclTensor and the NumPy layer's array descriptors share every rule.  Rule 8 (memory)
+applies to descriptors that have ``memory_problem`` (CANN tensors); NumPy arrays are valid views by
+construction and the NumPy layer allocates its outputs itself.
+"""
+from .enums import aclDataType as DT, aclFormat, dtype_name, format_name
+from .profiles import compute_precision, promote
+from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR
+
+NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
+INPUTS = NAMES[:4]
+OUTPUTS = NAMES[4:]
+FLOATS = (int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16))
+EIGHT_BIT = (int(DT.ACL_HIFLOAT8), int(DT.ACL_FLOAT8_E4M3FN))
+FORMATS = (int(aclFormat.ACL_FORMAT_ND), int(aclFormat.ACL_FORMAT_NCL))
+RANKS = {"self": 3, "input": 3, "weight": 3, "bias": 1, "gradInput": 3, "gradWeight": 3, "gradBias": 1}
+PAD_MAX = 255
+
+
+class Invalid(Exception):
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _names(codes):
+    return ", ".join(dtype_name(c).split(" ")[0] for c in codes)
+
+
+def _allowed_dtypes(name, profile, t):
+    allowed = list(FLOATS)
+    if not profile.has_bf16 and name not in ("bias", "gradBias"):
+        allowed.remove(int(DT.ACL_BF16))
+    if name == "gradBias" and not profile.has_bf16 and t["bias"].data_type != DT.ACL_BF16:
+        allowed.remove(int(DT.ACL_BF16))
+    if name == "gradWeight":
+        allowed += EIGHT_BIT
+    return allowed
+
+
+def _is_int(v):
+    import numpy as np
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tensor descriptor"):
+    """Raise Invalid(status, message) at the first failed rule; return the problem's sizes otherwise.
+
+    t: dict name -> descriptor (or None); is_descriptor(obj) -> bool says whether obj is a live one.
+    """
+    # 1. null pointers, then things that are not (live) descriptors
+    for n in NAMES:
+        if t[n] is None:
+            raise Invalid(NULLPTR, f"{n} is a null pointer (None); expected a tensor")
+    for n in NAMES:
+        if not is_descriptor(t[n]):
+            obj = t[n]
+            what = "a destroyed aclTensor" if getattr(obj, "destroyed", False) else f"a {type(obj).__name__}"
+            raise Invalid(INVALID, f"{n} is {what}; expected {expected}")
+    # 2. data types
+    for n in NAMES:
+        allowed = _allowed_dtypes(n, profile, t)
+        if t[n].data_type not in allowed:
+            extra = "" if profile.has_bf16 else f" on {profile.name}"
+            raise Invalid(INVALID, f"{n} has data type {dtype_name(t[n].data_type)}; expected one of "
+                          f"{_names(allowed)}{extra}")
+    # 3. formats
+    for n in NAMES:
+        if t[n].format not in FORMATS:
+            raise Invalid(INVALID, f"{n} has format {format_name(t[n].format)}; expected ND or NCL")
+    # 4. ranks
+    for n in NAMES:
+        if len(t[n].shape) != RANKS[n]:
+            raise Invalid(INVALID, f"{n} has {len(t[n].shape)} dims {list(t[n].shape)}; expected {RANKS[n]}")
+    # 5. shapes
+    for n in NAMES:
+        if any(d < 0 for d in t[n].shape):
+            raise Invalid(INVALID, f"{n} has shape {list(t[n].shape)} with a negative dim; expected dims >= 0")
+    T_in, B, Cin = t["input"].shape
+    K, wCin, Cout = t["weight"].shape
+    if Cin != wCin:
+        raise Invalid(INVALID, f"input's third dim is {Cin} but weight's second dim is {wCin}; expected equal (Cin)")
+    if t["bias"].shape[0] != Cout:
+        raise Invalid(INVALID, f"bias has shape {list(t['bias'].shape)}; expected [{Cout}] (weight's third dim, Cout)")
+    if not _is_int(pad) or not 0 <= pad <= PAD_MAX:
+        raise Invalid(INVALID, f"pad is {pad!r}; expected an integer in [0, {PAD_MAX}]")
+    pad = int(pad)
+    T_out = T_in + 2 * pad - K + 1
+    if T_out < 0:
+        raise Invalid(INVALID, f"T_out = T_in + 2*pad - K + 1 = {T_in} + 2*{pad} - {K} + 1 = {T_out}; "
+                      "expected T_out >= 0")
+    expect = {"self": (T_out, B, Cout), "gradInput": tuple(t["input"].shape),
+              "gradWeight": tuple(t["weight"].shape), "gradBias": tuple(t["bias"].shape)}
+    for n in ("self", "gradInput", "gradWeight", "gradBias"):
+        if tuple(t[n].shape) != expect[n]:
+            raise Invalid(INVALID, f"{n} has shape {list(t[n].shape)}; expected {list(expect[n])}")
+    # 6. cubeMathType
+    P = promote(t["self"].data_type, t["input"].data_type, t["weight"].data_type)
+    if not _is_int(cube_math_type) or not 0 <= cube_math_type <= 3:
+        raise Invalid(INVALID, f"cubeMathType is {cube_math_type!r}; expected 0 (KEEP_DTYPE), "
+                      "1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)")
+    C = compute_precision(profile, P, cube_math_type)
+    if C is None:
+        raise Invalid(INVALID, f"cubeMathType {int(cube_math_type)} is not supported for {dtype_name(P)} "
+                      f"operands on {profile.name}")
+    # 7. output data types
+    if t["gradInput"].data_type != t["input"].data_type:
+        raise Invalid(INVALID, f"gradInput has data type {dtype_name(t['gradInput'].data_type)}; expected "
+                      f"input's, {dtype_name(t['input'].data_type)}")
+    if t["gradBias"].data_type != t["bias"].data_type:
+        raise Invalid(INVALID, f"gradBias has data type {dtype_name(t['gradBias'].data_type)}; expected "
+                      f"bias's, {dtype_name(t['bias'].data_type)}")
+    gw = t["gradWeight"].data_type
+    if gw != t["weight"].data_type and gw not in EIGHT_BIT:
+        raise Invalid(INVALID, f"gradWeight has data type {dtype_name(gw)}; expected weight's "
+                      f"({dtype_name(t['weight'].data_type)}), HIFLOAT8 or FLOAT8_E4M3FN")
+    # 8. memory (ours, beyond CANN)
+    for n in NAMES:
+        problem = getattr(t[n], "memory_problem", None)
+        if problem is not None:
+            msg = problem()
+            if msg:
+                raise Invalid(INVALID, f"{n}: {msg}")
+    for n in OUTPUTS:
+        if hasattr(t[n], "is_contiguous") and not t[n].is_contiguous():
+            raise Invalid(INVALID, f"{n} has strides {list(t[n].strides)} for dims {list(t[n].shape)}; "
+                          "expected a contiguous output (non-contiguous outputs are not supported)")
+    spans = {n: t[n].byte_span() for n in NAMES if hasattr(t[n], "byte_span")}
+    for i, a in enumerate(OUTPUTS):
+        for b in OUTPUTS[:i] + INPUTS:
+            sa, sb = spans.get(a), spans.get(b)
+            if sa and sb and sa[0] == sb[0] and sa[1] < sb[2] and sb[1] < sa[2]:
+                raise Invalid(INVALID, f"{a} (bytes {sa[1]}..{sa[2]}) overlaps {b} (bytes {sb[1]}..{sb[2]}) "
+                              "in the same device buffer; expected outputs that overlap nothing")
+    return {"T_in": T_in, "B": B, "Cin": Cin, "Cout": Cout, "K": K, "pad": pad, "T_out": T_out,
+            "promoted": P, "compute": C}

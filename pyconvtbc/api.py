@@ -1,0 +1,267 @@
+"""The two public layers over one pipeline: descriptor -> validate -> plan -> kernels.
+
+* CANN layer: ``aclnnConvTbcBackwardGetWorkspaceSize`` (phase 1) and ``aclnnConvTbcBackward`` (phase 2),
+  status-returning, never raising for bad arguments.
+* NumPy layer: ``conv_tbc_backward``, raising ``AclnnError`` with the same status and message.
+"""
+import threading
+
+import numpy as np
+
+from . import runtime
+from ._kernels._openmp import effective_threads
+from ._plan import INLINE_FLOPS, make_plan, run_plan
+from ._validation import NAMES, Invalid, check
+from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, acl_dtype_of_numpy
+from .enums import ACL_OPT_DETERMINISTIC
+from .profiles import get_profile, resolve_options
+from .status import (ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS,
+                     AclnnError, set_error)
+from .tensor import aclTensor
+
+PHASE1 = "aclnnConvTbcBackwardGetWorkspaceSize"
+PHASE2 = "aclnnConvTbcBackward"
+
+
+# ---- executor ------------------------------------------------------------------------------------
+class aclOpExecutor:
+    """What phase 1 captured: the plan and copies of the seven descriptors (not the data)."""
+
+    def __init__(self, plan, tensors):
+        self.plan = plan
+        self.tensors = tensors      # name -> aclTensor snapshot (shares the DevicePtr, not the data)
+        self.repeatable = False
+        self.state = "ready"        # "ready" -> "used" (single use) | "destroyed"
+        self._lock = threading.Lock()
+
+    @property
+    def workspace_size(self):
+        return self.plan.workspace_size
+
+    def __repr__(self):
+        return f"<aclOpExecutor ConvTbcBackward {self.state}{' repeatable' if self.repeatable else ''}>"
+
+
+def _snapshot(t):
+    return aclTensor(t.view_dims, t.data_type, t.strides, t.offset, t.format, t.storage_dims, t.data)
+
+
+def _is_live_tensor(obj):
+    return isinstance(obj, aclTensor) and not obj.destroyed
+
+
+def _effective_deterministic(profile):
+    opt = runtime.ctx_option(ACL_OPT_DETERMINISTIC)
+    return profile.deterministic_default if opt is None else bool(opt)
+
+
+def aclnnConvTbcBackwardGetWorkspaceSize(self, input, weight, bias, pad, cube_math_type,
+                                         grad_input, grad_weight, grad_bias):
+    """Phase 1: validate, plan, size the workspace.  Returns (status, workspace_size, executor)."""
+    tensors = dict(zip(NAMES, (self, input, weight, bias, grad_input, grad_weight, grad_bias)))
+    try:
+        profile = get_profile()
+        info = check(tensors, pad, cube_math_type, profile, _is_live_tensor)
+        options = resolve_options(profile)
+        plan = make_plan(info, [tensors[n].data_type for n in ("self", "input", "weight", "gradInput",
+                                                                "gradWeight", "gradBias")],
+                         options, effective_threads(None), _effective_deterministic(profile))
+    except Invalid as e:
+        return set_error(e.status, f"{PHASE1}: {e.message}"), 0, None
+    except ValueError as e:  # a bad process setting (environment variable, option)
+        return set_error(ACLNN_ERR_PARAM_INVALID, f"{PHASE1}: {e}"), 0, None
+    return ACLNN_SUCCESS, plan.workspace_size, aclOpExecutor(plan, {n: _snapshot(t) for n, t in tensors.items()})
+
+
+def aclSetAclOpExecutorRepeatable(executor):
+    if executor is None:
+        return set_error(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is None")
+    if not isinstance(executor, aclOpExecutor) or executor.state != "ready":
+        return set_error(ACLNN_ERR_PARAM_INVALID, f"aclSetAclOpExecutorRepeatable: executor is {executor!r}; "
+                         "expected an executor from phase 1 that has not been used or destroyed")
+    executor.repeatable = True
+    return ACLNN_SUCCESS
+
+
+def aclDestroyAclOpExecutor(executor):
+    if executor is None:
+        return set_error(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is None")
+    if not isinstance(executor, aclOpExecutor) or executor.state == "destroyed":
+        return set_error(ACLNN_ERR_PARAM_INVALID, f"aclDestroyAclOpExecutor: executor is {executor!r}; "
+                         "expected a live executor")
+    with executor._lock:
+        executor.state = "destroyed"
+    return ACLNN_SUCCESS
+
+
+def _memory_problem(tensors):
+    for n in NAMES:
+        msg = tensors[n].memory_problem()
+        if msg:
+            return f"{n}: {msg}"
+    return None
+
+
+def aclnnConvTbcBackward(workspace, workspace_size, executor, stream):
+    """Phase 2: check the workspace and executor, enqueue the work on ``stream``, return at once."""
+    def fail(status, msg, release=True):
+        if release and isinstance(executor, aclOpExecutor) and not executor.repeatable:
+            executor.state = "used"
+        return set_error(status, f"{PHASE2}: {msg}")
+
+    if executor is None:
+        return fail(ACLNN_ERR_PARAM_NULLPTR, "executor is a null pointer (None); expected one from phase 1")
+    if not isinstance(executor, aclOpExecutor):
+        return fail(ACLNN_ERR_PARAM_INVALID, f"executor is a {type(executor).__name__}; expected an aclOpExecutor")
+    with executor._lock:
+        if executor.state != "ready":
+            return fail(ACLNN_ERR_PARAM_INVALID, f"executor was already {executor.state}; a single-use executor "
+                        "runs once (call aclSetAclOpExecutorRepeatable after phase 1 to reuse it)", release=False)
+        if not executor.repeatable:
+            executor.state = "used"
+    plan = executor.plan
+    required = plan.workspace_size
+    if isinstance(workspace_size, bool) or not isinstance(workspace_size, (int, np.integer)) or workspace_size < 0:
+        return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {workspace_size!r}; expected a byte count >= 0")
+    if workspace_size > 0 and workspace is None:
+        return fail(ACLNN_ERR_PARAM_NULLPTR, f"workspace is None but workspace_size is {workspace_size}; "
+                    "expected a device buffer")
+    if workspace_size < required:
+        return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {workspace_size}; expected at least {required} "
+                    "(from phase 1)")
+    from .memory import DevicePtr
+    if required and (not isinstance(workspace, DevicePtr) or workspace.freed or workspace.nbytes < workspace_size):
+        return fail(ACLNN_ERR_PARAM_INVALID, f"workspace is {workspace!r}; expected a live device buffer of at "
+                    f"least workspace_size = {workspace_size} bytes")
+    s = runtime.resolve_stream(stream)
+    if s is None:
+        return fail(ACLNN_ERR_PARAM_INVALID, f"stream is {stream!r}; expected a live stream or None (default)")
+    tensors = executor.tensors
+    problem = _memory_problem(tensors)
+    if problem:
+        return fail(ACLNN_ERR_PARAM_INVALID, problem)
+    # Resolve addresses now; the task holds the arrays, so freed memory is never touched.
+    keep = [t.data.array() for t in tensors.values() if t.data is not None and t.numel]
+    ws_arr = workspace.array() if required else None
+    ops = {n: tensors[n].kernel_operand() for n in NAMES}
+
+    def task():
+        problem = _memory_problem(tensors)  # freed between enqueue and execution?
+        if problem:
+            return ACLNN_ERR_PARAM_INVALID, f"{PHASE2}: {problem}"
+        run_plan(plan, ops["self"], ops["input"], ops["weight"],
+                 (ops["gradInput"][0], ops["gradInput"][-1]), (ops["gradWeight"][0], ops["gradWeight"][-1]),
+                 (ops["gradBias"][0], ops["gradBias"][-1]),
+                 0 if ws_arr is None else ws_arr.ctypes.data, 0 if ws_arr is None else int(workspace_size))
+        del keep[:]
+        return None
+
+    try:
+        s.enqueue(task, inline_if_idle=plan.flops < INLINE_FLOPS)
+    except RuntimeError as e:
+        return fail(ACLNN_ERR_PARAM_INVALID, f"stream {stream!r}: {e}")
+    return ACLNN_SUCCESS
+
+
+# ---- NumPy layer ---------------------------------------------------------------------------------
+class _ArrayDesc:
+    """A NumPy array seen as a descriptor by the validation rules (always a valid view)."""
+    __slots__ = ("array", "shape", "data_type", "format")
+
+    def __init__(self, array, data_type=None, shape=None):
+        self.array = array
+        self.shape = tuple(array.shape) if shape is None else tuple(shape)
+        self.data_type = acl_dtype_of_numpy(array.dtype) if data_type is None else data_type
+        self.format = int(aclFormat.ACL_FORMAT_ND)
+
+
+_GW_NAMES = {"hifloat8": int(DT.ACL_HIFLOAT8), "float8_e4m3fn": int(DT.ACL_FLOAT8_E4M3FN),
+             "float32": int(DT.ACL_FLOAT), "float16": int(DT.ACL_FLOAT16), "bfloat16": int(DT.ACL_BF16)}
+
+
+def _grad_weight_code(value, weight_desc):
+    """The aclDataType for grad_weight_dtype, or the value itself (rejected by validation, named)."""
+    if value is None:
+        return weight_desc.data_type if weight_desc is not None else int(DT.ACL_DT_UNDEFINED)
+    if isinstance(value, str):
+        return _GW_NAMES.get(value.lower(), value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    try:
+        return acl_dtype_of_numpy(np.dtype(value))
+    except TypeError:
+        return value
+
+
+_ws_cache = threading.local()
+
+
+def _workspace(nbytes):
+    """A per-thread, grow-only scratch buffer: no large allocation per call."""
+    buf = getattr(_ws_cache, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = np.empty(max(nbytes, 4096), dtype=np.uint8)
+        _ws_cache.buf = buf
+    return buf
+
+
+def _operand(desc):
+    a = desc.array
+    return (a.ctypes.data if a.size else 0,) + tuple(a.strides) + (int(desc.data_type),)
+
+
+def conv_tbc_backward(grad_output, input, weight, bias, pad=0, *, cube_math_type=0, grad_weight_dtype=None,
+                      soc=None, deterministic=None, num_threads=None, hf32_rounding=None,
+                      hf32_mantissa_bits=None, hif8_rounding=None, saturate=None):
+    """Gradients of conv_tbc: returns (grad_input, grad_weight, grad_bias) as new C-contiguous arrays.
+
+    grad_output (T_out, B, Cout), input (T_in, B, Cin), weight (K, Cin, Cout), bias (Cout,): NumPy arrays of
+    float32, float16 or bfloat16 with any strides.  Raises AclnnError (status 161001 / 161002) like the
+    CANN layer.  See docs/numpy.md.
+    """
+    def err(status, msg):
+        raise AclnnError(status, f"conv_tbc_backward: {msg}")
+
+    arrays = (grad_output, input, weight, bias)
+    descs = {}
+    for n, a in zip(NAMES[:4], arrays):
+        descs[n] = None if a is None else (_ArrayDesc(a) if isinstance(a, np.ndarray) else a)
+    gw_code = _grad_weight_code(grad_weight_dtype, descs["weight"] if isinstance(descs["weight"], _ArrayDesc) else None)
+    valid_inputs = all(isinstance(d, _ArrayDesc) for d in descs.values())
+    if valid_inputs:
+        descs["gradInput"] = _ArrayDesc(input, descs["input"].data_type)
+        descs["gradWeight"] = _ArrayDesc(weight, gw_code)
+        descs["gradBias"] = _ArrayDesc(bias, descs["bias"].data_type)
+    else:  # rule 1 reports the first missing or non-array input before it looks at outputs
+        for n in NAMES[4:]:
+            descs[n] = _ArrayDesc(np.empty(0, np.float32))
+    try:
+        profile = get_profile(soc)
+    except ValueError as e:
+        err(ACLNN_ERR_PARAM_INVALID, e)
+    try:
+        info = check(descs, pad, cube_math_type, profile, lambda d: isinstance(d, _ArrayDesc), "a NumPy array")
+    except Invalid as e:
+        err(e.status, e.message)
+    try:
+        options = resolve_options(profile, hf32_rounding=hf32_rounding, hf32_mantissa_bits=hf32_mantissa_bits,
+                                  hif8_rounding=hif8_rounding, saturate=saturate)
+        threads = effective_threads(num_threads)
+    except ValueError as e:
+        err(ACLNN_ERR_PARAM_INVALID, e)
+    if deterministic is None:
+        deterministic = profile.deterministic_default
+    elif not isinstance(deterministic, (bool, np.bool_, int)) or deterministic not in (0, 1):
+        err(ACLNN_ERR_PARAM_INVALID, f"deterministic is {deterministic!r}; expected None, True or False")
+    codes = [descs[n].data_type for n in ("self", "input", "weight")] + [descs["input"].data_type, gw_code,
+                                                                           descs["bias"].data_type]
+    plan = make_plan(info, codes, options, threads, bool(deterministic))
+    gi = np.empty(input.shape, NUMPY_DTYPE[DT(codes[3])])
+    gw = np.empty(weight.shape, NUMPY_DTYPE[DT(codes[4])])
+    gb = np.empty(bias.shape, NUMPY_DTYPE[DT(codes[5])])
+    ws = _workspace(plan.workspace_size) if plan.workspace_size else None
+    run_plan(plan, _operand(descs["self"]), _operand(descs["input"]), _operand(descs["weight"]),
+             (gi.ctypes.data if gi.size else 0, codes[3]), (gw.ctypes.data if gw.size else 0, codes[4]),
+             (gb.ctypes.data if gb.size else 0, codes[5]),
+             0 if ws is None else ws.ctypes.data, 0 if ws is None else ws.size)
+    return gi, gw, gb

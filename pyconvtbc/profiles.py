@@ -1,0 +1,151 @@
+"""SoC profiles, the cubeMathType -> compute-precision table, and the emulation options.
+
+SEMANTICS.md section 3 is implemented here and nowhere else.  A profile decides: which data types
+exist, which cubeMathType values are errors, the HF32 mantissa width, and the default determinism.
+"""
+import os
+import threading
+from dataclasses import dataclass, field
+
+from .enums import aclDataType as DT
+
+# Compute precision C (also used by the Cython kernels: docs/developer.md).
+COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = 0, 1, 2, 3
+COMPUTE_NAMES = {COMPUTE_FP32: "FP32", COMPUTE_HF32: "HF32", COMPUTE_FP16: "FP16", COMPUTE_BF16: "BF16"}
+
+HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}
+HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}
+
+_F, _H, _B = int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16)
+_ERR = None  # a table cell that is an error (161002)
+
+
+@dataclass(frozen=True)
+class SocProfile:
+    name: str
+    hf32_mantissa_bits: int
+    has_bf16: bool            # BF16 for self/input/weight/gradInput/gradWeight (bias always may be BF16)
+    deterministic_default: bool
+    # cube_table[P][cubeMathType] -> compute precision, or None for an error cell
+    cube_table: dict = field(repr=False)
+
+
+_TABLE_A2 = {  # ascend910b (Atlas A2/A3) and ascend950
+    _F: (COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_HF32),
+    _H: (COMPUTE_FP16, COMPUTE_FP16, COMPUTE_FP16, COMPUTE_FP16),
+    _B: (COMPUTE_BF16, COMPUTE_BF16, COMPUTE_FP16, COMPUTE_BF16),
+}
+_TABLE_910 = {  # older Atlas training: no fp32 cube path, no HF32, no BF16 compute
+    _F: (_ERR, COMPUTE_FP16, COMPUTE_FP16, _ERR),
+    _H: (COMPUTE_FP16, COMPUTE_FP16, COMPUTE_FP16, COMPUTE_FP16),
+}
+
+PROFILES = {
+    "ascend910b": SocProfile("ascend910b", 11, True, False, _TABLE_A2),
+    "ascend950": SocProfile("ascend950", 10, True, True, _TABLE_A2),
+    "ascend910": SocProfile("ascend910", 11, False, False, _TABLE_910),
+}
+DEFAULT_SOC = "ascend910b"
+
+
+def promote(*dtypes):
+    """PyTorch-style promotion of float dtypes: same -> same; with FLOAT -> FLOAT; FP16 + BF16 -> FLOAT."""
+    s = set(int(d) for d in dtypes)
+    return s.pop() if len(s) == 1 else _F
+
+
+def compute_precision(profile, promoted, cube_math_type):
+    """The compute precision for (P, cubeMathType) on ``profile``, or None where the table says error."""
+    row = profile.cube_table.get(int(promoted))
+    if row is None or not 0 <= int(cube_math_type) <= 3:
+        return None
+    return row[int(cube_math_type)]
+
+
+_lock = threading.Lock()
+_state = {"soc": None}
+
+
+def _check_soc(name, argname="soc"):
+    if not isinstance(name, str) or name.lower() not in PROFILES:
+        raise ValueError(f"{argname} is {name!r}; expected one of {sorted(PROFILES)}")
+    return name.lower()
+
+
+def set_soc_version(name):
+    """Select the emulated chip for the whole process: 'ascend910b' (default), 'ascend950', 'ascend910'."""
+    name = _check_soc(name)
+    with _lock:
+        _state["soc"] = name
+
+
+def get_soc_version():
+    """The emulated chip: set_soc_version's, else $PYCONVTBC_SOC_VERSION, else 'ascend910b'."""
+    with _lock:
+        if _state["soc"] is not None:
+            return _state["soc"]
+    env = os.environ.get("PYCONVTBC_SOC_VERSION", "").strip()
+    if env:
+        return _check_soc(env, "PYCONVTBC_SOC_VERSION")
+    return DEFAULT_SOC
+
+
+def get_profile(name=None):
+    return PROFILES[_check_soc(name) if name is not None else get_soc_version()]
+
+
+# ---- emulation options beyond CANN (API.md section 1) -------------------------------------------
+_DEFAULT_OPTIONS = {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
+                    "hif8_rounding": "ta", "saturate": False}
+_options = dict(_DEFAULT_OPTIONS)
+
+
+def check_option(name, value):
+    """Validate one emulation option; returns the normalised value or raises ValueError naming it."""
+    if name == "hf32_rounding":
+        if value not in HF32_ROUNDINGS:
+            raise ValueError(f"hf32_rounding is {value!r}; expected one of {sorted(HF32_ROUNDINGS)}")
+    elif name == "hif8_rounding":
+        if value not in HIF8_ROUNDINGS:
+            raise ValueError(f"hif8_rounding is {value!r}; expected one of {sorted(HIF8_ROUNDINGS)}")
+    elif name == "hf32_mantissa_bits":
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value not in (10, 11)):
+            raise ValueError(f"hf32_mantissa_bits is {value!r}; expected None (the profile's), 10 or 11")
+    elif name == "saturate":
+        if not isinstance(value, (bool, int)) or value not in (0, 1):
+            raise ValueError(f"saturate is {value!r}; expected True or False")
+        value = bool(value)
+    else:
+        raise ValueError(f"unknown emulation option {name!r}; expected one of {sorted(_DEFAULT_OPTIONS)}")
+    return value
+
+
+def set_emulation_options(**kwargs):
+    """Set process-wide emulation options (read at phase 1): hf32_rounding, hf32_mantissa_bits,
+    hif8_rounding, saturate.  Unknown names and bad values raise ValueError; nothing is changed then."""
+    checked = {k: check_option(k, v) for k, v in kwargs.items()}
+    with _lock:
+        _options.update(checked)
+
+
+def get_emulation_options():
+    """The current emulation options as a dict (a copy)."""
+    with _lock:
+        return dict(_options)
+
+
+def reset_emulation_options():
+    with _lock:
+        _options.clear()
+        _options.update(_DEFAULT_OPTIONS)
+
+
+def resolve_options(profile, **overrides):
+    """Options for one call: overrides that are not None win over the process options."""
+    opts = get_emulation_options()
+    for k, v in overrides.items():
+        if v is not None:
+            opts[k] = check_option(k, v)
+    if opts["hf32_mantissa_bits"] is None:
+        opts["hf32_mantissa_bits"] = profile.hf32_mantissa_bits
+    return opts

@@ -1,0 +1,313 @@
+"""The emulated runtime: init, devices, contexts, device memory, memcpy and streams.
+
+Streams are real: each stream owns one worker thread (started on first use) that runs its tasks in
+order; ``aclnnConvTbcBackward`` enqueues and returns, and the kernels run with the GIL released.
+``aclrtSynchronizeStream`` waits for the queue to drain and reports the first failure that happened
+on the stream since the last synchronisation.  ``None`` names the default stream.
+
+A *context* here is the per-device state CANN keeps in its default context: the sys-param options
+(ACL_OPT_DETERMINISTIC).  ``aclrtSetDevice`` selects the calling thread's current device (0 until
+set); ``aclrtCtxSetSysParamOpt`` writes the current device's context, shared by all threads using it.
+"""
+import collections
+import os
+import threading
+
+import numpy as np
+
+from . import memory
+from .enums import aclrtMemcpyKind, aclSysParamOpt
+from .memory import DevicePtr
+from .status import (ACL_ERROR_BAD_ALLOC, ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_INTERNAL_ERROR, ACL_SUCCESS,
+                     set_error)
+
+NUM_DEVICES = 8
+MAX_ALLOC = 2**40  # 1 TiB: larger requests are ACL_ERROR_BAD_ALLOC without trying
+
+_lock = threading.RLock()
+_state = {"initialized": False, "contexts": {}, "streams": set(), "default_stream": None}
+_tls = threading.local()
+
+
+def _bad(msg):
+    return set_error(ACL_ERROR_INVALID_PARAM, msg)
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+# ---- init / devices / contexts --------------------------------------------------------------------
+def aclInit(config_path=None):
+    """Record initialisation.  ``config_path`` may be None or a path to an existing file."""
+    if config_path is not None and not (isinstance(config_path, (str, os.PathLike)) and os.path.isfile(config_path)):
+        return _bad(f"aclInit: config_path is {config_path!r}; expected None or an existing file")
+    with _lock:
+        _state["initialized"] = True
+    return ACL_SUCCESS
+
+
+def aclFinalize():
+    """Synchronise and destroy every stream, free all device memory.  Safe to call repeatedly."""
+    with _lock:
+        streams = list(_state["streams"])
+        default = _state["default_stream"]
+        _state["streams"].clear()
+        _state["default_stream"] = None
+        _state["initialized"] = False
+        _state["contexts"].clear()
+    for s in streams + ([default] if default is not None else []):
+        s._destroy()
+    memory.free_all()
+    return ACL_SUCCESS
+
+
+def _check_device(device_id, fn):
+    if not _is_int(device_id) or not 0 <= device_id < NUM_DEVICES:
+        return _bad(f"{fn}: device_id is {device_id!r}; expected an integer in [0, {NUM_DEVICES})")
+    return ACL_SUCCESS
+
+
+def aclrtSetDevice(device_id):
+    rc = _check_device(device_id, "aclrtSetDevice")
+    if rc == ACL_SUCCESS:
+        _tls.device = int(device_id)
+    return rc
+
+
+def aclrtResetDevice(device_id):
+    return _check_device(device_id, "aclrtResetDevice")
+
+
+def current_device():
+    return getattr(_tls, "device", 0)
+
+
+def aclrtCtxSetSysParamOpt(opt, value):
+    """Set a sys-param option on the current device's context (ACL_OPT_DETERMINISTIC: 0 or 1)."""
+    if not _is_int(opt) or int(opt) not in set(aclSysParamOpt):
+        return _bad(f"aclrtCtxSetSysParamOpt: opt is {opt!r}; expected ACL_OPT_DETERMINISTIC (0)")
+    if not _is_int(value) or int(value) not in (0, 1):
+        return _bad(f"aclrtCtxSetSysParamOpt: value is {value!r}; expected 0 or 1")
+    with _lock:
+        _state["contexts"].setdefault(current_device(), {})[int(opt)] = int(value)
+    return ACL_SUCCESS
+
+
+def ctx_option(opt):
+    """The value set on the current context, or None when never set."""
+    with _lock:
+        return _state["contexts"].get(current_device(), {}).get(int(opt))
+
+
+def aclrtCtxGetSysParamOpt(opt):
+    """(status, value).  An option never set reads as the emulated profile's default."""
+    if not _is_int(opt) or int(opt) not in set(aclSysParamOpt):
+        return _bad(f"aclrtCtxGetSysParamOpt: opt is {opt!r}; expected ACL_OPT_DETERMINISTIC (0)"), None
+    value = ctx_option(opt)
+    if value is None:
+        from .profiles import get_profile
+        value = int(get_profile().deterministic_default)
+    return ACL_SUCCESS, value
+
+
+# ---- memory ------------------------------------------------------------------------------------
+def aclrtMalloc(size, policy=0):
+    """(status, device_ptr).  size must be a positive integer; memory starts zeroed."""
+    if not _is_int(size) or size <= 0:
+        return _bad(f"aclrtMalloc: size is {size!r}; expected a positive number of bytes"), None
+    if not _is_int(policy) or int(policy) not in (0, 1, 2):
+        return _bad(f"aclrtMalloc: policy is {policy!r}; expected an aclrtMemMallocPolicy (0, 1 or 2)"), None
+    if size > MAX_ALLOC:
+        return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
+    try:
+        return ACL_SUCCESS, memory.malloc(int(size))
+    except (MemoryError, ValueError):
+        return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
+
+
+def aclrtFree(device_ptr):
+    if not isinstance(device_ptr, DevicePtr):
+        return _bad(f"aclrtFree: device_ptr is {device_ptr!r}; expected a pointer from aclrtMalloc")
+    if device_ptr.offset != 0:
+        return _bad(f"aclrtFree: {device_ptr!r} is not the start of an allocation")
+    if device_ptr.freed:
+        return _bad(f"aclrtFree: {device_ptr!r} was already freed")
+    memory.free(device_ptr)
+    return ACL_SUCCESS
+
+
+_KIND_SIDES = {  # kind -> (dst is device, src is device)
+    aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_HOST: (False, False),
+    aclrtMemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE: (True, False),
+    aclrtMemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST: (False, True),
+    aclrtMemcpyKind.ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True),
+}
+
+
+def _side(obj, is_device, writable, what):
+    if is_device:
+        if not isinstance(obj, DevicePtr):
+            raise ValueError(f"{what} is a {type(obj).__name__}; the memcpy kind expects a device pointer")
+        return obj.array()
+    return memory.host_bytes(obj, writable)
+
+
+def aclrtMemcpy(dst, dst_max, src, count, kind):
+    """Copy ``count`` bytes.  Every size is checked against both real buffers: never an overrun."""
+    if not _is_int(kind) or int(kind) not in _KIND_SIDES:
+        return _bad(f"aclrtMemcpy: kind is {kind!r}; expected one of {[k.name for k in aclrtMemcpyKind]}")
+    if not _is_int(count) or count < 0:
+        return _bad(f"aclrtMemcpy: count is {count!r}; expected a non-negative number of bytes")
+    if not _is_int(dst_max) or dst_max < 0:
+        return _bad(f"aclrtMemcpy: dst_max is {dst_max!r}; expected a non-negative number of bytes")
+    if count > dst_max:
+        return _bad(f"aclrtMemcpy: count {count} exceeds dst_max {dst_max}")
+    dst_dev, src_dev = _KIND_SIDES[aclrtMemcpyKind(int(kind))]
+    try:
+        d = _side(dst, dst_dev, True, "dst")
+        s = _side(src, src_dev, False, "src")
+    except ValueError as e:
+        return _bad(f"aclrtMemcpy ({aclrtMemcpyKind(int(kind)).name}): {e}")
+    if count > d.size:
+        return _bad(f"aclrtMemcpy: count {count} exceeds the {d.size} bytes of the destination")
+    if count > s.size:
+        return _bad(f"aclrtMemcpy: count {count} exceeds the {s.size} bytes of the source")
+    if count:
+        d[:count] = s[:count]  # NumPy handles overlapping copies (memmove semantics)
+    return ACL_SUCCESS
+
+
+# ---- streams -----------------------------------------------------------------------------------
+class aclrtStream:
+    """An in-order task queue served by one worker thread."""
+
+    def __init__(self, name="stream"):
+        self.name = name
+        self._cv = threading.Condition()
+        self._queue = collections.deque()
+        self._busy = False
+        self._error = None
+        self._destroyed = False
+        self._thread = None
+
+    @property
+    def destroyed(self):
+        return self._destroyed
+
+    def idle(self):
+        with self._cv:
+            return not self._queue and not self._busy
+
+    def enqueue(self, task, inline_if_idle=False):
+        """Queue ``task`` (a callable returning (status, message) or None).  With ``inline_if_idle`` a task
+        on an idle stream runs at once in the caller's thread (same order, no thread hand-off)."""
+        with self._cv:
+            if self._destroyed:
+                raise RuntimeError("stream was destroyed")
+            run_now = inline_if_idle and not self._queue and not self._busy
+            if run_now:
+                self._busy = True
+            else:
+                self._queue.append(task)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._worker, name=f"pyconvtbc-{self.name}", daemon=True)
+                    self._thread.start()
+                self._cv.notify_all()
+        if run_now:
+            self._run(task)
+
+    def _run(self, task):
+        try:
+            result = task()
+            err = result if isinstance(result, tuple) and result and result[0] else None
+        except BaseException as e:  # a task must never kill the worker
+            err = (ACL_ERROR_RT_INTERNAL_ERROR, f"{type(e).__name__}: {e}")
+        with self._cv:
+            if err is not None and self._error is None:
+                self._error = err
+            self._busy = False
+            self._cv.notify_all()
+
+    def _worker(self):
+        while True:
+            with self._cv:
+                while not self._queue and not self._destroyed:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                task = self._queue.popleft()
+                self._busy = True
+            self._run(task)
+
+    def synchronize(self):
+        """Wait until every queued task has run; return and clear the first recorded failure."""
+        with self._cv:
+            while self._queue or self._busy:
+                self._cv.wait()
+            err, self._error = self._error, None
+        return err
+
+    def _destroy(self):
+        err = self.synchronize()
+        with self._cv:
+            self._destroyed = True
+            self._cv.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        return err
+
+    def __repr__(self):
+        return f"<aclrtStream {self.name}{' destroyed' if self._destroyed else ''}>"
+
+
+_stream_ids = iter(range(1, 2**62))
+
+
+def default_stream():
+    with _lock:
+        if _state["default_stream"] is None:
+            _state["default_stream"] = aclrtStream("default")
+        return _state["default_stream"]
+
+
+def resolve_stream(stream):
+    """The stream object for ``stream`` (None = default), or None if it is not a live stream."""
+    if stream is None:
+        return default_stream()
+    if isinstance(stream, aclrtStream) and not stream.destroyed:
+        return stream
+    return None
+
+
+def aclrtCreateStream():
+    s = aclrtStream(f"stream{next(_stream_ids)}")
+    with _lock:
+        _state["streams"].add(s)
+    return ACL_SUCCESS, s
+
+
+def aclrtDestroyStream(stream):
+    """Waits for the stream's pending work, then destroys it (a failure on it is reported here)."""
+    if not isinstance(stream, aclrtStream) or stream.destroyed:
+        return _bad(f"aclrtDestroyStream: stream is {stream!r}; expected a live stream from aclrtCreateStream")
+    with _lock:
+        _state["streams"].discard(stream)
+    err = stream._destroy()
+    if err is not None:
+        return set_error(ACL_ERROR_RT_INTERNAL_ERROR, f"aclrtDestroyStream: a task on the stream failed "
+                         f"with status {err[0]}: {err[1]}")
+    return ACL_SUCCESS
+
+
+def aclrtSynchronizeStream(stream):
+    """Wait for all work on ``stream`` (None = default); report a failure that happened on it."""
+    s = resolve_stream(stream)
+    if s is None:
+        return _bad(f"aclrtSynchronizeStream: stream is {stream!r}; expected a live stream or None")
+    err = s.synchronize()
+    if err is not None:
+        return set_error(ACL_ERROR_RT_INTERNAL_ERROR, f"aclrtSynchronizeStream: a task on the stream failed "
+                         f"with status {err[0]}: {err[1]}")
+    return ACL_SUCCESS

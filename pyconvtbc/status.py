@@ -1,0 +1,56 @@
+"""Status codes, the per-thread "most recent error message", and AclnnError.
+
+CANN functions return a status and record a message; ``aclGetRecentErrMsg()`` returns the message of
+the most recent failure *in the calling thread* (it stays until the next failure in that thread).
+"""
+import threading
+from enum import IntEnum
+
+
+class aclnnStatus(IntEnum):
+    ACLNN_SUCCESS = 0
+    ACLNN_ERR_PARAM_NULLPTR = 161001
+    ACLNN_ERR_PARAM_INVALID = 161002
+    ACLNN_ERR_RUNTIME_ERROR = 361001
+    ACLNN_ERR_INNER = 561000
+    ACLNN_ERR_INNER_CREATE_EXECUTOR = 561101
+    ACLNN_ERR_INNER_NULLPTR = 561103
+
+
+class aclError(IntEnum):
+    """Runtime (aclrt*) return codes."""
+    ACL_SUCCESS = 0
+    ACL_ERROR_INVALID_PARAM = 100000
+    ACL_ERROR_BAD_ALLOC = 200000
+    ACL_ERROR_RT_INTERNAL_ERROR = 507000  # a task enqueued on a stream failed (the message says why)
+    ACL_ERROR_INTERNAL_ERROR = 500000
+
+
+globals().update({m.name: m for m in aclnnStatus})
+globals().update({m.name: m for m in aclError})
+
+_local = threading.local()
+
+
+def set_error(status, message):
+    """Record ``message`` as the calling thread's most recent error and return ``status``."""
+    _local.message = str(message)
+    return int(status)
+
+
+def aclGetRecentErrMsg():
+    """The message of the most recent failure in this thread, or None if there was none."""
+    return getattr(_local, "message", None)
+
+
+class AclnnError(ValueError):
+    """Raised by the NumPy layer: carries the CANN status code and the same message."""
+
+    def __init__(self, status, message):
+        super().__init__(f"[{int(status)}] {message}")
+        self.status = int(status)
+        self.message = message
+
+
+__all__ = ["aclnnStatus", "aclError", "AclnnError", "aclGetRecentErrMsg", "set_error"] + \
+    [m.name for m in aclnnStatus] + [m.name for m in aclError]

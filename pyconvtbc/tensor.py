@@ -1,0 +1,198 @@
+"""aclTensor: the tensor descriptor of the CANN layer, and the memory rules it must satisfy.
+
+A descriptor carries view dims, data type, element strides, element offset, format, storage dims and
+a device buffer (a ``DevicePtr``).  It does not own or copy data: the operator reads the buffer when
+phase 2 runs.  ``memory_problem`` implements SEMANTICS.md section 2 rule 8 for one tensor.
+"""
+
+import numpy as np
+
+from .enums import ITEMSIZE
+from .memory import DevicePtr
+from .status import ACL_ERROR_INVALID_PARAM, set_error
+
+INT64_MAX = 2**63 - 1
+
+
+def _as_int(v):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError
+    v = int(v)
+    if not -INT64_MAX - 1 <= v <= INT64_MAX:
+        raise OverflowError
+    return v
+
+
+def _int_tuple(seq):
+    if isinstance(seq, (str, bytes)):
+        raise TypeError
+    return tuple(_as_int(v) for v in seq)
+
+
+class aclTensor:
+    """A tensor descriptor.  Create with ``aclCreateTensor``; free with ``aclDestroyTensor``."""
+    __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data",
+                 "destroyed", "__weakref__")
+
+    def __init__(self, view_dims, data_type, strides, offset, format, storage_dims, data):
+        self.view_dims = view_dims
+        self.data_type = data_type
+        self.strides = strides
+        self.offset = offset
+        self.format = format
+        self.storage_dims = storage_dims
+        self.data = data
+        self.destroyed = False
+
+    # the attributes validation reads (shared with the NumPy layer's descriptors)
+    @property
+    def shape(self):
+        return self.view_dims
+
+    @property
+    def numel(self):
+        n = 1
+        for d in self.view_dims:
+            n *= d
+        return n
+
+    @property
+    def itemsize(self):
+        return ITEMSIZE.get(self.data_type, 1)
+
+    def extent(self):
+        """Elements from the storage start to one past the view's last element (0 if the view is empty)."""
+        if any(d <= 0 for d in self.view_dims):
+            return 0
+        return self.offset + sum((d - 1) * s for d, s in zip(self.view_dims, self.strides)) + 1
+
+    def memory_problem(self):
+        """Why this view cannot be read or written safely, or None.  (Rule 8, one tensor.)"""
+        dims, strides = self.view_dims, self.strides
+        if any(s < 0 for s in strides):
+            return f"strides {list(strides)} contain a negative value; expected strides >= 0"
+        if self.offset < 0:
+            return f"offset {self.offset} is negative; expected offset >= 0"
+        if any(d < 0 for d in self.storage_dims):
+            return f"storage dims {list(self.storage_dims)} contain a negative value; expected >= 0"
+        storage_elems = 1
+        for d in self.storage_dims:
+            storage_elems *= d
+        storage_bytes = storage_elems * self.itemsize
+        if storage_bytes > INT64_MAX:
+            return f"storage dims {list(self.storage_dims)} hold {storage_bytes} bytes; expected at most 2^63-1"
+        if self.data is not None and self.data.freed:
+            return f"its device buffer {self.data!r} was freed; expected live memory from aclrtMalloc"
+        if any(d == 0 for d in dims):
+            return None  # an empty view reads and writes nothing
+        extent = self.extent()
+        if extent * self.itemsize > INT64_MAX:
+            return (f"view dims {list(dims)} with strides {list(strides)} and offset {self.offset} reach "
+                    f"{extent * self.itemsize} bytes; expected a byte size within int64")
+        if extent > storage_elems:
+            return (f"view dims {list(dims)} with strides {list(strides)} and offset {self.offset} reach element "
+                    f"{extent - 1}; expected the view inside its storage of {storage_elems} elements "
+                    f"(storage dims {list(self.storage_dims)})")
+        if self.data is None:
+            return "it has no device buffer (tensor_data is None); expected a buffer holding its storage"
+        if storage_bytes > self.data.nbytes:
+            return (f"its storage needs {storage_bytes} bytes but its device buffer {self.data!r} holds "
+                    f"{self.data.nbytes}; expected the storage inside the buffer")
+        return None
+
+    def byte_span(self):
+        """(allocation id, first byte, one past last byte) of the view, or None if it touches no memory."""
+        if self.data is None or self.numel == 0:
+            return None
+        first = self.data.offset + self.offset * self.itemsize
+        return (self.data.allocation_id, first, first + (self.extent() - self.offset) * self.itemsize)
+
+    def is_contiguous(self):
+        expected = 1
+        for d, s in zip(reversed(self.view_dims), reversed(self.strides)):
+            if d != 1 and s != expected:
+                return False
+            expected *= d
+        return True
+
+    def kernel_operand(self):
+        """(address of element [0,...], byte strides..., dtype) for the kernels.  The memory rules
+        must have passed; the caller keeps ``self.data``'s array alive while the kernel runs."""
+        base = self.data.array() if self.data is not None and self.numel else None
+        addr = 0 if base is None else base.ctypes.data + self.offset * self.itemsize
+        return (addr,) + tuple(s * self.itemsize for s in self.strides) + (int(self.data_type),)
+
+    def __repr__(self):
+        state = " destroyed" if self.destroyed else ""
+        from .enums import dtype_name, format_name
+        return (f"<aclTensor{state} dims={list(self.view_dims)} dtype={dtype_name(self.data_type)} "
+                f"strides={list(self.strides)} offset={self.offset} format={format_name(self.format)}>")
+
+
+def _contiguous_strides(dims):
+    strides, acc = [], 1
+    for d in reversed(dims):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(strides))
+
+
+def aclCreateTensor(view_dims, data_type, strides, offset, format, storage_dims, tensor_data):
+    """Create a descriptor.  Returns an aclTensor, or None (and records a message) for bad arguments.
+
+    strides and offset count elements; ``strides=None`` means contiguous; ``storage_dims=None`` means
+    just big enough for the view.  Values are checked when an operator uses the tensor, not here,
+    except what makes a descriptor meaningless (non-integers, mismatched lengths, a non-pointer buffer).
+    """
+    try:
+        dims = _int_tuple(view_dims)
+    except (TypeError, OverflowError):
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: view_dims is {view_dims!r}; expected a sequence of int64")
+        return None
+    try:
+        strides_t = _contiguous_strides(dims) if strides is None else _int_tuple(strides)
+    except (TypeError, OverflowError):
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: strides is {strides!r}; expected a sequence of int64")
+        return None
+    if len(strides_t) != len(dims):
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: strides has {len(strides_t)} entries for "
+                  f"{len(dims)} view dims; expected one stride per dim")
+        return None
+    try:
+        off = _as_int(offset)
+        dt = _as_int(data_type)
+        fmt = _as_int(format)
+    except (TypeError, OverflowError):
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: data_type {data_type!r}, offset {offset!r} and "
+                  f"format {format!r} must be int64 values")
+        return None
+    try:
+        if storage_dims is None:
+            tmp = aclTensor(dims, dt, strides_t, off, fmt, (), None)
+            storage = (tmp.extent(),)
+        else:
+            storage = _int_tuple(storage_dims)
+    except (TypeError, OverflowError):
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: storage_dims is {storage_dims!r}; "
+                  "expected a sequence of int64")
+        return None
+    if tensor_data is not None and not isinstance(tensor_data, DevicePtr):
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: tensor_data is a {type(tensor_data).__name__}; "
+                  "expected a device pointer from aclrtMalloc (or None)")
+        return None
+    return aclTensor(dims, dt, strides_t, off, fmt, storage, tensor_data)
+
+
+def aclDestroyTensor(tensor):
+    """Mark a descriptor destroyed.  None -> 161001; a non-descriptor or a second destroy -> 161002."""
+    from .status import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
+    if tensor is None:
+        return set_error(ACLNN_ERR_PARAM_NULLPTR, "aclDestroyTensor: tensor is None; expected an aclTensor")
+    if not isinstance(tensor, aclTensor):
+        return set_error(ACLNN_ERR_PARAM_INVALID,
+                         f"aclDestroyTensor: tensor is a {type(tensor).__name__}; expected an aclTensor")
+    if tensor.destroyed:
+        return set_error(ACLNN_ERR_PARAM_INVALID, "aclDestroyTensor: tensor was already destroyed")
+    tensor.destroyed = True
+    tensor.data = None
+    return 0

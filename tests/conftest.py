@@ -1,0 +1,111 @@
+"""Shared fixtures: CANN-layer tensor factories, and a clean process state around every test."""
+import os
+
+import numpy as np
+import pytest
+
+import pyconvtbc as pc
+from pyconvtbc import runtime
+
+try:
+    from hypothesis import settings
+
+    settings.register_profile("ci", max_examples=200, deadline=None)
+    settings.register_profile("long", max_examples=100_000, deadline=None)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # hypothesis is in the test extra; tests that need it importorskip
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _clean_state():
+    yield
+    pc.profiles._state["soc"] = None
+    pc.reset_emulation_options()
+    with runtime._lock:
+        runtime._state["contexts"].clear()
+
+
+def device_tensor(host, dtype=pc.ACL_FLOAT, *, view=None, strides=None, offset=0, fmt=pc.ACL_FORMAT_ND,
+                  storage=None):
+    """Copy ``host`` (any array) into fresh device memory and describe it.
+
+    By default the descriptor is the contiguous view of the whole array; ``view``/``strides``/``offset``
+    (elements) describe another view of the same storage.  Returns (tensor, device_ptr).
+    """
+    host = np.ascontiguousarray(host)
+    nbytes = max(host.nbytes, 1)
+    rc, ptr = pc.aclrtMalloc(nbytes)
+    assert rc == 0
+    if host.nbytes:
+        assert pc.aclrtMemcpy(ptr, nbytes, host, host.nbytes, pc.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    dims = list(host.shape) if view is None else list(view)
+    if strides is None and view is None:
+        strides = [s // host.itemsize for s in host.strides]
+    storage = [host.size] if storage is None else storage
+    t = pc.aclCreateTensor(dims, dtype, strides, offset, fmt, storage, ptr)
+    assert t is not None, pc.aclGetRecentErrMsg()
+    return t, ptr
+
+
+def read_back(ptr, shape, np_dtype):
+    out = np.zeros(shape, np_dtype)
+    if out.nbytes:
+        assert pc.aclrtMemcpy(out, out.nbytes, ptr, out.nbytes, pc.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    return out
+
+
+ACL_OF = {np.dtype(np.float32): pc.ACL_FLOAT, np.dtype(np.float16): pc.ACL_FLOAT16}
+
+
+def acl_code(np_dtype):
+    import ml_dtypes
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype == np.dtype(ml_dtypes.bfloat16):
+        return pc.ACL_BF16
+    return ACL_OF[np_dtype]
+
+
+def make_problem(T_in=6, B=2, Cin=3, Cout=4, K=3, pad=1, dtype=np.float32, seed=0):
+    """Random host arrays (dy, x, w, b) of a consistent problem."""
+    rng = np.random.default_rng(seed)
+    T_out = T_in + 2 * pad - K + 1
+    dy = rng.standard_normal((T_out, B, Cout)).astype(dtype)
+    x = rng.standard_normal((T_in, B, Cin)).astype(dtype)
+    w = rng.standard_normal((K, Cin, Cout)).astype(dtype)
+    b = rng.standard_normal(Cout).astype(dtype)
+    return dy, x, w, b
+
+
+def acl_problem(dy, x, w, b, gw_dtype=None):
+    """Device tensors for the seven operator arguments; returns (dict name -> tensor, dict name -> ptr)."""
+    names = ("self", "input", "weight", "bias")
+    tensors, ptrs = {}, {}
+    for n, a in zip(names, (dy, x, w, b)):
+        tensors[n], ptrs[n] = device_tensor(a, acl_code(a.dtype))
+    outs = (("gradInput", x.shape, acl_code(x.dtype), x.dtype),
+            ("gradWeight", w.shape, gw_dtype if gw_dtype is not None else acl_code(w.dtype), w.dtype),
+            ("gradBias", b.shape, acl_code(b.dtype), b.dtype))
+    for n, shape, code, npdt in outs:
+        tensors[n], ptrs[n] = device_tensor(np.zeros(shape, npdt), code)
+    return tensors, ptrs
+
+
+def phase1(t, pad=1, cube=0):
+    return pc.aclnnConvTbcBackwardGetWorkspaceSize(t["self"], t["input"], t["weight"], t["bias"], pad, cube,
+                                                   t["gradInput"], t["gradWeight"], t["gradBias"])
+
+
+def run_acl(t, pad=1, cube=0, stream=None):
+    """Both phases plus synchronisation; returns the status of the first failing step."""
+    rc, ws_size, ex = phase1(t, pad, cube)
+    if rc:
+        return rc
+    ws = None
+    if ws_size:
+        rc, ws = pc.aclrtMalloc(ws_size)
+        assert rc == 0
+    rc = pc.aclnnConvTbcBackward(ws, ws_size, ex, stream)
+    if rc:
+        return rc
+    return pc.aclrtSynchronizeStream(stream)

@@ -1,0 +1,52 @@
+"""Independent float64 reference of the three formulas (SEMANTICS.md section 1), and tolerance helpers.
+
+Written straight from the formulas with NumPy float64 arithmetic; shares no code with pyconvtbc.
+"""
+import numpy as np
+
+U32 = 2.0 ** -24  # unit roundoff of fp32
+
+
+def conv_tbc_backward_ref(dy, x, w, pad):
+    """float64 gradients (gi, gw, gb) of conv_tbc; dy (T_out,B,Cout), x (T_in,B,Cin), w (K,Cin,Cout)."""
+    dy = np.asarray(dy, np.float64)
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    T_in, B, Cin = x.shape
+    K, _, Cout = w.shape
+    T_out = T_in + 2 * pad - K + 1
+    assert dy.shape == (T_out, B, Cout)
+    gi = np.zeros((T_in, B, Cin))
+    gw = np.zeros((K, Cin, Cout))
+    for k in range(K):
+        for t in range(T_in):          # gi[t] += dy[t+pad-k] @ w[k]^T
+            s = t + pad - k
+            if 0 <= s < T_out:
+                gi[t] += dy[s] @ w[k].T
+        for t in range(T_out):         # gw[k] += x[t+k-pad]^T @ dy[t]
+            s = t + k - pad
+            if 0 <= s < T_in:
+                gw[k] += x[s].T @ dy[t]
+    gb = dy.sum(axis=(0, 1)) if T_out * B else np.zeros(Cout)
+    return gi, gw, gb
+
+
+def abs_products_ref(dy, x, w, pad):
+    """The same sums over |a*b|: the scale of the rounding-error bound of each output element."""
+    return conv_tbc_backward_ref(np.abs(np.asarray(dy, np.float64)), np.abs(np.asarray(x, np.float64)),
+                                 np.abs(np.asarray(w, np.float64)), pad)
+
+
+def gamma(n, u=U32):
+    """Higham's gamma_n = n*u / (1 - n*u): bound on the relative error of an n-term fp32 dot product."""
+    n = max(int(n), 1)
+    return n * u / (1 - n * u)
+
+
+def fp32_bound(n, absprod, out_eps=0.0, exact=None):
+    """|computed - exact| bound for an n-term fp32-accumulated sum with scale ``absprod``, then a final
+    cast to a format of unit roundoff ``out_eps`` (half its epsilon) relative to the result."""
+    b = gamma(n) * absprod
+    if exact is not None:
+        b = b + out_eps * (np.abs(exact) + b)
+    return b + 1e-45  # fp32's smallest subnormal: a sum of zeros can still be exactly zero

@@ -1,0 +1,362 @@
+"""SEMANTICS.md section 2: every rule, in order, with its status code and a message that names the
+argument, the value seen and what was expected.  Phase 1 of the CANN layer and the NumPy layer."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import pyconvtbc as pc
+from conftest import acl_problem, device_tensor, make_problem, phase1
+
+NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
+INVALID, NULLPTR = 161002, 161001
+
+
+def fresh(**kw):
+    dy, x, w, b = make_problem(**kw)
+    t, _ = acl_problem(dy, x, w, b)
+    return t
+
+
+def expect(t, status, *fragments, pad=1, cube=0):
+    rc, ws, ex = phase1(t, pad, cube)
+    assert rc == status, pc.aclGetRecentErrMsg()
+    assert ws == 0 and ex is None
+    msg = pc.aclGetRecentErrMsg()
+    assert msg.startswith("aclnnConvTbcBackwardGetWorkspaceSize: ")
+    for f in fragments:
+        assert f in msg, (f, msg)
+    return msg
+
+
+def test_valid_problem_passes():
+    rc, ws, ex = phase1(fresh())
+    assert rc == 0 and ex is not None and ws >= 0
+
+
+# ---- rule 1 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_null_pointer_each_argument(name):
+    t = fresh()
+    t[name] = None
+    expect(t, NULLPTR, name, "None")
+
+
+def test_null_pointer_order_wins_over_later_nulls_and_other_errors():
+    t = fresh()
+    t["bias"], t["gradBias"] = None, None
+    t["self"] = "not a tensor"
+    # nulls are checked before non-descriptors, in argument order
+    expect(t, NULLPTR, "bias is a null pointer")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_not_a_descriptor(name):
+    t = fresh()
+    t[name] = np.zeros(3, np.float32)
+    expect(t, INVALID, name, "ndarray", "expected a live tensor descriptor")
+
+
+def test_destroyed_descriptor():
+    t = fresh()
+    assert pc.aclDestroyTensor(t["weight"]) == 0
+    expect(t, INVALID, "weight is a destroyed aclTensor")
+
+
+# ---- rule 2 -------------------------------------------------------------------------------------
+def _retype(t, name, code):
+    old = t[name]
+    t[name] = pc.aclCreateTensor(old.view_dims, code, old.strides, old.offset, old.format, old.storage_dims,
+                                 old.data)
+    return t
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("code", [pc.ACL_DOUBLE, pc.ACL_INT32, pc.ACL_COMPLEX64, pc.ACL_DT_UNDEFINED, 99])
+def test_bad_dtype(name, code):
+    msg = expect(_retype(fresh(), name, code), INVALID, name, "data type", "expected one of FLOAT, FLOAT16, BF16")
+    assert str(int(code)) in msg
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "gradWeight"])
+@pytest.mark.parametrize("code", [pc.ACL_HIFLOAT8, pc.ACL_FLOAT8_E4M3FN])
+def test_8bit_only_for_grad_weight(name, code):
+    expect(_retype(fresh(), name, code), INVALID, name, "data type")
+
+
+@pytest.mark.parametrize("code", [pc.ACL_HIFLOAT8, pc.ACL_FLOAT8_E4M3FN])
+def test_8bit_grad_weight_accepted(code):
+    rc, _, ex = phase1(_retype(fresh(), "gradWeight", code))
+    assert rc == 0 and ex is not None
+
+
+def test_dtype_order_first_bad_argument_wins():
+    t = _retype(_retype(fresh(), "gradBias", pc.ACL_DOUBLE), "input", pc.ACL_INT8)
+    expect(t, INVALID, "input has data type INT8")
+
+
+@pytest.mark.parametrize("name", ["self", "input", "weight", "gradInput", "gradWeight"])
+def test_ascend910_has_no_bf16(name):
+    pc.set_soc_version("ascend910")
+    expect(_retype(fresh(), name, pc.ACL_BF16), INVALID, name, "BF16", "ascend910")
+
+
+def test_ascend910_bf16_bias_and_grad_bias_allowed():
+    pc.set_soc_version("ascend910")
+    dy, x, w, b = make_problem()
+    t, _ = acl_problem(dy, x, w, b.astype(ml_dtypes.bfloat16))
+    rc, _, _ = phase1(t, cube=1)
+    assert rc == 0, pc.aclGetRecentErrMsg()
+
+
+# ---- rule 3 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("fmt", [pc.ACL_FORMAT_NCHW, pc.ACL_FORMAT_NC1HWC0, pc.ACL_FORMAT_FRACTAL_NZ, 123])
+def test_bad_format(name, fmt):
+    t = fresh()
+    o = t[name]
+    t[name] = pc.aclCreateTensor(o.view_dims, o.data_type, o.strides, o.offset, fmt, o.storage_dims, o.data)
+    expect(t, INVALID, name, "format", "expected ND or NCL")
+
+
+def test_ncl_format_accepted_everywhere():
+    t = fresh()
+    for n in NAMES:
+        o = t[n]
+        t[n] = pc.aclCreateTensor(o.view_dims, o.data_type, o.strides, o.offset, pc.ACL_FORMAT_NCL,
+                                  o.storage_dims, o.data)
+    assert phase1(t)[0] == 0, pc.aclGetRecentErrMsg()
+
+
+# ---- rule 4 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_rank(name):
+    t = fresh()
+    o = t[name]
+    n = o.numel
+    dims = [n, 1] if len(o.view_dims) == 1 else [n]
+    t[name] = pc.aclCreateTensor(dims, o.data_type, None, 0, o.format, [n], o.data)
+    expect(t, INVALID, name, f"{len(dims)} dims", f"expected {len(o.view_dims)}")
+
+
+# ---- rule 5 -------------------------------------------------------------------------------------
+def test_cin_mismatch():
+    dy, x, w, b = make_problem(Cin=3)
+    t, _ = acl_problem(dy, x[:, :, :2].copy(), w, b)
+    t["gradInput"], _ = device_tensor(np.zeros((6, 2, 2), np.float32))
+    expect(t, INVALID, "input's third dim is 2", "weight's second dim is 3")
+
+
+def test_bias_mismatch():
+    dy, x, w, b = make_problem(Cout=4)
+    t, _ = acl_problem(dy, x, w, b[:3].copy())
+    expect(t, INVALID, "bias has shape [3]", "expected [4]")
+
+
+@pytest.mark.parametrize("pad", [-1, 256, 10**6, 1.0, "1", None])
+def test_bad_pad(pad):
+    expect(fresh(), INVALID, f"pad is {pad!r}", "[0, 255]", pad=pad)
+
+
+def test_pad_255_accepted():
+    dy, x, w, b = make_problem(T_in=2, K=3, pad=255)
+    t, _ = acl_problem(dy, x, w, b)
+    assert phase1(t, pad=255)[0] == 0, pc.aclGetRecentErrMsg()
+
+
+def test_negative_t_out():
+    dy, x, w, b = make_problem(T_in=2, K=3, pad=0)  # T_out = 0: fine
+    t, _ = acl_problem(dy, x, w, b)
+    assert phase1(t, pad=0)[0] == 0
+    z = np.zeros
+    t, _ = acl_problem(z((0, 2, 4), np.float32), z((2, 2, 3), np.float32), z((5, 3, 4), np.float32),
+                       z(4, np.float32))  # K = 5 > T_in + 1: T_out = -2
+    expect(t, INVALID, "T_out", "= -2", "expected T_out >= 0", pad=0)
+
+
+def test_self_shape():
+    dy, x, w, b = make_problem()
+    t, _ = acl_problem(dy[:-1].copy(), x, w, b)
+    expect(t, INVALID, f"self has shape {[dy.shape[0] - 1, 2, 4]}", f"expected {list(dy.shape)}")
+
+
+@pytest.mark.parametrize("name,src", [("gradInput", "input"), ("gradWeight", "weight"), ("gradBias", "bias")])
+def test_output_shapes(name, src):
+    t = fresh()
+    o = t[name]
+    dims = list(o.view_dims)
+    dims[0] += 1
+    t[name], _ = device_tensor(np.zeros(dims, np.float32))
+    expect(t, INVALID, f"{name} has shape {dims}", f"expected {list(o.view_dims)}")
+
+
+def test_negative_dim():
+    t = fresh()
+    o = t["gradBias"]
+    t["gradBias"] = pc.aclCreateTensor([-4], o.data_type, [1], 0, o.format, [4], o.data)
+    expect(t, INVALID, "gradBias has shape [-4] with a negative dim")
+
+
+# ---- rule 6 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cube", [-1, 4, 127, 1.5, None])
+def test_bad_cube_math_type(cube):
+    expect(fresh(), INVALID, f"cubeMathType is {cube!r}", "expected 0 (KEEP_DTYPE)", cube=cube)
+
+
+@pytest.mark.parametrize("cube", [0, 3])
+def test_ascend910_fp32_error_cells(cube):
+    pc.set_soc_version("ascend910")
+    expect(fresh(), INVALID, f"cubeMathType {cube}", "FLOAT", "ascend910", cube=cube)
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950", "ascend910"])
+@pytest.mark.parametrize("cube", [0, 1, 2, 3])
+def test_fp16_every_cell_valid(soc, cube):
+    pc.set_soc_version(soc)
+    t, _ = acl_problem(*make_problem(dtype=np.float16))
+    assert phase1(t, cube=cube)[0] == 0, pc.aclGetRecentErrMsg()
+
+
+# ---- rule 7 -------------------------------------------------------------------------------------
+def test_grad_input_dtype_must_match_input():
+    t = _retype(fresh(), "gradInput", pc.ACL_FLOAT16)
+    expect(t, INVALID, "gradInput has data type FLOAT16", "expected input's, FLOAT")
+
+
+def test_grad_bias_dtype_must_match_bias():
+    t = _retype(fresh(), "gradBias", pc.ACL_BF16)
+    expect(t, INVALID, "gradBias has data type BF16", "expected bias's, FLOAT")
+
+
+def test_grad_weight_dtype():
+    t = _retype(fresh(), "gradWeight", pc.ACL_FLOAT16)
+    expect(t, INVALID, "gradWeight has data type FLOAT16", "HIFLOAT8 or FLOAT8_E4M3FN")
+
+
+def test_mixed_input_dtypes_are_promoted_not_rejected():
+    dy, x, w, b = make_problem()
+    t, _ = acl_problem(dy.astype(np.float16), x, w.astype(ml_dtypes.bfloat16), b)
+    assert phase1(t)[0] == 0, pc.aclGetRecentErrMsg()
+
+
+# ---- rule 8 -------------------------------------------------------------------------------------
+def _redescribe(t, name, **kw):
+    o = t[name]
+    args = dict(view_dims=o.view_dims, data_type=o.data_type, strides=o.strides, offset=o.offset,
+                format=o.format, storage_dims=o.storage_dims, tensor_data=o.data)
+    args.update(kw)
+    t[name] = pc.aclCreateTensor(**args)
+    assert t[name] is not None
+    return t
+
+
+def test_view_outside_storage():
+    t = fresh()
+    expect(_redescribe(t, "input", offset=1), INVALID, "input", "inside its storage")
+
+
+def test_storage_larger_than_buffer():
+    t = fresh()
+    n = t["weight"].numel
+    expect(_redescribe(t, "weight", storage_dims=[n + 1]), INVALID, "weight", "device buffer")
+
+
+def test_negative_stride_rejected():
+    t = fresh()
+    expect(_redescribe(t, "self", strides=[8, -4, 1], offset=4), INVALID, "self", "negative", "strides >= 0")
+
+
+def test_negative_offset_rejected():
+    expect(_redescribe(fresh(), "bias", offset=-1), INVALID, "bias", "offset -1")
+
+
+def test_int64_overflow_rejected():
+    t = fresh()
+    expect(_redescribe(t, "input", strides=[2**62, 1, 1]), INVALID, "input")
+
+
+def test_freed_buffer_rejected():
+    dy, x, w, b = make_problem()
+    t, ptrs = acl_problem(dy, x, w, b)
+    assert pc.aclrtFree(ptrs["weight"]) == 0
+    expect(t, INVALID, "weight", "freed")
+
+
+def test_no_buffer_rejected():
+    expect(_redescribe(fresh(), "input", tensor_data=None), INVALID, "input", "no device buffer")
+
+
+@pytest.mark.parametrize("name", ["gradInput", "gradWeight"])
+def test_non_contiguous_output(name):
+    t = fresh()
+    o = t[name]
+    d0, d1, d2 = o.view_dims
+    t[name], _ = device_tensor(np.zeros((d0, d2, d1), np.float32), view=[d0, d1, d2], strides=[d1 * d2, 1, d1])
+    expect(t, INVALID, name, "contiguous")
+
+
+def test_outputs_overlapping_each_other():
+    dy, x, w, b = make_problem()
+    t, ptrs = acl_problem(dy, x, w, b)
+    # gradBias on top of gradWeight's buffer
+    t["gradBias"] = pc.aclCreateTensor([4], pc.ACL_FLOAT, [1], 0, pc.ACL_FORMAT_ND, [4], ptrs["gradWeight"])
+    expect(t, INVALID, "gradBias", "overlaps gradWeight")
+
+
+def test_output_overlapping_input():
+    dy, x, w, b = make_problem()
+    t, ptrs = acl_problem(dy, x, w, b)
+    t["gradInput"] = pc.aclCreateTensor(list(x.shape), pc.ACL_FLOAT, None, 0, pc.ACL_FORMAT_ND, [x.size],
+                                        ptrs["input"])
+    expect(t, INVALID, "gradInput", "overlaps input")
+
+
+def test_disjoint_views_of_one_buffer_accepted():
+    dy, x, w, b = make_problem()
+    t, ptrs = acl_problem(dy, x, w, b)
+    rc, big = pc.aclrtMalloc(4 * (w.size + b.size))
+    t["gradWeight"] = pc.aclCreateTensor(list(w.shape), pc.ACL_FLOAT, None, 0, pc.ACL_FORMAT_ND, [w.size], big)
+    t["gradBias"] = pc.aclCreateTensor([4], pc.ACL_FLOAT, [1], 0, pc.ACL_FORMAT_ND, [4], big + 4 * w.size)
+    assert phase1(t)[0] == 0, pc.aclGetRecentErrMsg()
+
+
+# ---- the NumPy layer raises the same codes -------------------------------------------------------
+def test_numpy_layer_codes_and_messages():
+    dy, x, w, b = make_problem()
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, None, w, b, 1)
+    assert e.value.status == NULLPTR and "input" in e.value.message
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x.astype(np.float64), w, b, 1)
+    assert e.value.status == INVALID and "input has data type DOUBLE (11)" in e.value.message
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 256)
+    assert e.value.status == INVALID and "pad is 256" in str(e.value)
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 1, grad_weight_dtype="int7")
+    assert e.value.status == INVALID and "gradWeight" in e.value.message and "int7" in e.value.message
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 1, grad_weight_dtype="float16")
+    assert e.value.status == INVALID and "gradWeight has data type FLOAT16" in e.value.message
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward([[[1.0]]], x, w, b, 1)
+    assert e.value.status == INVALID and "self is a list; expected a NumPy array" in e.value.message
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 1, soc="ascend999")
+    assert e.value.status == INVALID and "ascend999" in e.value.message
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 1, hf32_rounding="up")
+    assert e.value.status == INVALID and "hf32_rounding is 'up'" in e.value.message
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 1, num_threads=0)
+    assert e.value.status == INVALID and "num_threads" in e.value.message
+    assert isinstance(e.value, ValueError)
+
+
+def test_numpy_layer_matches_cann_message():
+    dy, x, w, b = make_problem()
+    t, _ = acl_problem(dy, x, w, b)
+    rc, _, _ = phase1(t, pad=300)
+    cann = pc.aclGetRecentErrMsg().split(": ", 1)[1]
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 300)
+    assert e.value.status == rc and e.value.message.split(": ", 1)[1] == cann
