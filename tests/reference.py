@@ -50,3 +50,53 @@ def fp32_bound(n, absprod, out_eps=0.0, exact=None):
     if exact is not None:
         b = b + out_eps * (np.abs(exact) + b)
     return b + 1e-45  # fp32's smallest subnormal: a sum of zeros can still be exactly zero
+
+
+# ---- independent operand rounding (SEMANTICS.md section 3), written from the rules, not from pyconvtbc ----
+def hf32_ref(x, mantissa_bits=11, rounding="half_away"):
+    """fp32 -> HF32 on the bit pattern with exact integer arithmetic: keep the exponent and
+    ``mantissa_bits`` explicit bits.  half_away: Huawei's golden ``((bits >> (22-N)) + 1) >> 1 << (23-N)``
+    applied to the magnitude; nearest_even: ties to an even kept mantissa.  NaN stays NaN."""
+    x = np.asarray(x, np.float32)
+    bits = x.view(np.uint32).astype(np.int64)
+    sign = bits & 0x80000000
+    mag = bits & 0x7FFFFFFF
+    drop = 23 - mantissa_bits
+    if rounding == "half_away":
+        r = ((mag >> (drop - 1)) + 1) >> 1 << drop
+    else:
+        kept = mag >> drop
+        rem = mag & ((1 << drop) - 1)
+        half = 1 << (drop - 1)
+        up = (rem > half) | ((rem == half) & ((kept & 1) == 1))
+        r = (kept + up) << drop
+    out = (sign | r).astype(np.uint32).view(np.float32)
+    return np.where(np.isnan(x), x, out)
+
+
+def round_operand(a, compute, soc="ascend910b", hf32_rounding="half_away"):
+    """Decode to fp32 and round to the compute precision: 'FP32', 'HF32', 'FP16' or 'BF16'."""
+    import ml_dtypes
+    a = np.asarray(a).astype(np.float32)
+    if compute == "FP32":
+        return a
+    if compute == "HF32":
+        return hf32_ref(a, 10 if soc == "ascend950" else 11, hf32_rounding)
+    if compute == "FP16":
+        return a.astype(np.float16).astype(np.float32)
+    if compute == "BF16":
+        return a.astype(ml_dtypes.bfloat16).astype(np.float32)
+    raise ValueError(compute)
+
+
+# The cubeMathType table of SEMANTICS.md section 3, as (promoted dtype name, soc) -> compute per cube value.
+CUBE_TABLE = {
+    ("float32", "ascend910b"): ("FP32", "HF32", "FP16", "HF32"),
+    ("float32", "ascend950"): ("FP32", "HF32", "FP16", "HF32"),
+    ("float32", "ascend910"): (None, "FP16", "FP16", None),
+    ("float16", "ascend910b"): ("FP16",) * 4,
+    ("float16", "ascend950"): ("FP16",) * 4,
+    ("float16", "ascend910"): ("FP16",) * 4,
+    ("bfloat16", "ascend910b"): ("BF16", "BF16", "FP16", "BF16"),
+    ("bfloat16", "ascend950"): ("BF16", "BF16", "FP16", "BF16"),
+}
