@@ -1,0 +1,186 @@
+"""Public codecs for the reduced-precision formats pyconvtbc emulates (API.md section 3).
+
+Every function accepts any array-like of any shape and strides (it is made contiguous internally), returns a
+new C-contiguous array of the same shape, and validates its keyword arguments with a ``ValueError`` that names
+the argument, the value seen and what was expected.  The element-wise work runs without the GIL in
+``_kernels/_codecs.pyx`` over the scalar codecs of ``_kernels/_fpround.pxd`` (the same ones the convolution
+kernels use), on ``num_threads`` threads for large arrays.
+
+Input conversion (docs/precision.md):
+- float16, bfloat16, the float8 types and float32 convert to float32 exactly.
+- float64 stays float64 for ``hif8_encode`` (rounded directly, not via fp32; ``rounding="hybrid"`` is defined
+  on the fp32 pattern and rounds to fp32 first).  Every other function rounds float64 to float32 (RNE) first.
+- integers and bools: as float64 for ``hif8_encode``, else cast to float32 (RNE).
+- longdouble is cast to float64 first.  Complex, string, object and other dtypes raise ValueError.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import ml_dtypes
+
+from ._kernels import _codecs as _k
+from ._kernels._openmp import effective_threads
+
+__all__ = [
+    "hif8_encode",
+    "hif8_decode",
+    "round_to_hf32",
+    "e4m3fn_encode",
+    "e4m3fn_decode",
+    "round_to_fp16",
+    "round_to_bf16",
+    "HIF8_ROUNDINGS",
+    "HF32_ROUNDINGS",
+]
+
+HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}                 # HIF8_TA, HIF8_HYBRID
+HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}    # HF32_HALF_AWAY, HF32_NEAREST_EVEN
+
+
+# ---- argument checks ------------------------------------------------------------------------------------
+def _choice(name, value, table):
+    if isinstance(value, str) and value in table:
+        return table[value]
+    expected = ", ".join(repr(k) for k in table)
+    raise ValueError(f"{name} must be one of {expected}, got {value!r}")
+
+
+def _flag(name, value):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{name} must be a bool (True or False), got {value!r}")
+
+
+def _mantissa_bits(value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 22:
+        raise ValueError(
+            f"mantissa_bits must be an integer in 1..22 (11: ascend910b HF32, 10: ascend950), got {value!r}")
+    return int(value)
+
+
+def _threads(num_threads):
+    return effective_threads(num_threads)
+
+
+# ---- input conversion -----------------------------------------------------------------------------------
+def _is_float_like(dt):
+    """True for numpy floats and ml_dtypes / en_dtypes style float scalar types."""
+    if dt.kind == "f":
+        return True
+    if dt.kind == "V" and dt.type.__module__.split(".")[0] in ("ml_dtypes", "en_dtypes"):
+        return dt.itemsize <= 4
+    return False
+
+
+def _as_real(name, x, *, keep_f64):
+    """A C-contiguous float32 (or float64 when keep_f64 and the input is wider) copy/view of x."""
+    arr = np.asarray(x)
+    dt = arr.dtype
+    if dt.kind in "iub":
+        target = np.float64 if keep_f64 else np.float32
+    elif _is_float_like(dt):
+        target = np.float64 if (dt.itemsize > 4 and keep_f64) else np.float32
+        if dt.itemsize > 8:                     # longdouble: via float64
+            arr = arr.astype(np.float64)
+    else:
+        raise ValueError(
+            f"{name} must be a real numeric array-like (float16, bfloat16, float32, float64, integer), "
+            f"got dtype {dt}")
+    return np.asarray(arr, dtype=target, order="C")        # keeps 0-d shapes
+
+
+def _as_codes(name, codes, allowed_dtype_names):
+    """A C-contiguous uint8 array of 8-bit codes."""
+    arr = np.asarray(codes)
+    dt = arr.dtype
+    if dt == np.uint8:
+        return np.asarray(arr, order="C")
+    if dt.itemsize == 1 and (dt == np.int8 or dt.name in allowed_dtype_names):
+        return np.asarray(arr, order="C").view(np.uint8)
+    if dt.kind in "iu":
+        if arr.size and (arr.min() < 0 or arr.max() > 255):
+            raise ValueError(f"{name} must hold 8-bit codes 0..255, got values in "
+                             f"[{arr.min()}, {arr.max()}]")
+        return np.asarray(arr, dtype=np.uint8, order="C")
+    raise ValueError(f"{name} must be an array of uint8 codes, got dtype {dt}")
+
+
+def _run(kernel, src, out_dtype, *args, num_threads=None):
+    flat = src.reshape(-1)
+    out = np.empty(flat.shape[0], dtype=out_dtype)
+    if flat.shape[0]:
+        kernel(flat, out, *args, _threads(num_threads))
+    return out.reshape(src.shape)
+
+
+# ---- HiFloat8 -------------------------------------------------------------------------------------------
+def hif8_encode(x, *, rounding="ta", saturate=False, num_threads=None):
+    """HiFloat8 codes (uint8, same shape) of ``x``.
+
+    rounding: ``"ta"`` (nearest, ties away from zero, in the mantissa width of the value's class; default)
+    or ``"hybrid"`` (the HiFloat8 paper's HR, taken literally; not verified on hardware: moves some exactly
+    representable values up, 16.0 -> 20.0).  |x| >= 40960 and +-inf give +-Inf (0x6F/0xEF), or +-32768
+    (0x6E/0xEE) when ``saturate``; NaN gives 0x80, or 0x00 when ``saturate``; -0.0 and underflow give 0x00.
+    float64 input is rounded directly (not via fp32) for ``"ta"``; ``"hybrid"`` uses the fp32 pattern.
+    """
+    rnd = _choice("rounding", rounding, HIF8_ROUNDINGS)
+    sat = _flag("saturate", saturate)
+    src = _as_real("x", x, keep_f64=True)
+    kernel = _k.hif8_encode_f64 if src.dtype == np.float64 else _k.hif8_encode_f32
+    return _run(kernel, src, np.uint8, rnd, sat, num_threads=num_threads)
+
+
+def hif8_decode(codes, *, num_threads=None):
+    """float32 values of HiFloat8 codes (uint8; int8 / en_dtypes.hifloat8 arrays are read as their bytes)."""
+    src = _as_codes("codes", codes, ("hifloat8",))
+    return _run(_k.hif8_decode, src, np.float32, num_threads=num_threads)
+
+
+# ---- HF32 -----------------------------------------------------------------------------------------------
+def round_to_hf32(x, *, mantissa_bits=11, rounding="half_away", num_threads=None):
+    """``x`` rounded to HF32 (fp32's exponent, ``mantissa_bits`` mantissa bits), as float32.
+
+    rounding ``"half_away"`` (default; Huawei's golden ``((bits >> (22-N)) + 1) >> 1 << (23-N)``, i.e. round
+    half away from zero on the magnitude) or ``"nearest_even"``.  mantissa_bits: 11 (ascend910b) or 10
+    (ascend950); any 1..22 is accepted.  inf stays inf, NaN stays NaN (unchanged), a carry out of the top
+    binade gives inf (FLT_MAX -> inf).  float64 input is first rounded to float32 (RNE).
+    """
+    n = _mantissa_bits(mantissa_bits)
+    rnd = _choice("rounding", rounding, HF32_ROUNDINGS)
+    src = _as_real("x", x, keep_f64=False)
+    return _run(_k.round_hf32_f32, src, np.float32, n, rnd, num_threads=num_threads)
+
+
+# ---- FLOAT8_E4M3FN --------------------------------------------------------------------------------------
+def e4m3fn_encode(x, *, saturate=False, num_threads=None):
+    """``x`` as ``ml_dtypes.float8_e4m3fn`` (round to nearest even).
+
+    Default: bit for bit what ``x.astype(ml_dtypes.float8_e4m3fn)`` gives on float32 input (|x| in (448, 464]
+    -> 448, beyond -> NaN, inf -> NaN, zero keeps its sign).  ``saturate``: overflow and +-inf -> +-448,
+    NaN -> 0.  float64 input is first rounded to float32 (RNE).
+    """
+    sat = _flag("saturate", saturate)
+    src = _as_real("x", x, keep_f64=False)
+    return _run(_k.e4m3fn_encode_f32, src, np.uint8, sat, num_threads=num_threads).view(ml_dtypes.float8_e4m3fn)
+
+
+def e4m3fn_decode(codes, *, num_threads=None):
+    """float32 values of FLOAT8_E4M3FN codes (uint8 or ml_dtypes.float8_e4m3fn arrays)."""
+    src = _as_codes("codes", codes, ("float8_e4m3fn",))
+    return _run(_k.e4m3fn_decode, src, np.float32, num_threads=num_threads)
+
+
+# ---- FP16 / BF16 ----------------------------------------------------------------------------------------
+def round_to_fp16(x, *, num_threads=None):
+    """``x`` rounded to the nearest float16 value (RNE, overflow -> +-inf, subnormals kept), as float32."""
+    src = _as_real("x", x, keep_f64=False)
+    return _run(_k.round_f16_f32, src, np.float32, num_threads=num_threads)
+
+
+def round_to_bf16(x, *, num_threads=None):
+    """``x`` rounded to the nearest bfloat16 value (RNE), as float32."""
+    src = _as_real("x", x, keep_f64=False)
+    return _run(_k.round_bf16_f32, src, np.float32, num_threads=num_threads)
