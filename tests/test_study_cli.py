@@ -109,6 +109,7 @@ def test_spread_and_growth_write_their_files(tmp_path, capsys):
     (["--hf32-mantissa-bits", "12"], r"--hf32-mantissa-bits: '12' is not an HF32 mantissa width"),
     (["growth", "--axis", "Q"], r"axis: 'Q' is not a valid size to sweep; expected one of T, B, Cin, Cout, K"),
     (["--npz", "/nonexistent.npz"], r"npz: '/nonexistent.npz' is not a file"),
+    (["growth", "--scale", "all"], r"--scale: 'all' names no scale; expected positive numbers"),
 ])
 def test_bad_input_is_a_named_error(args, needle, capsys):
     import re

@@ -1,0 +1,164 @@
+"""The accepted values of every study setting, and the normalisers that turn user input into them."""
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ..profiles import COMPUTE_NAMES, PROFILES
+
+INPUT_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+                "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+_FORMAT_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "hif8": "hifloat8",
+                   "e4m3fn": "float8_e4m3fn"}
+_INPUT_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
+                  "bf16": "bfloat16"}
+_ACL_CODE = {"float32": 0, "float16": 1, "bfloat16": 27}
+
+CUBE_MATH_TYPES = {"KEEP_DTYPE": 0, "ALLOW_FP32_DOWN_PRECISION": 1, "USE_FP16": 2, "USE_HF32": 3}
+_CUBE_BY_VALUE = {v: k for k, v in CUBE_MATH_TYPES.items()}
+_CUBE_ALIASES = {"keep": 0, "allow_fp32_down": 1, "allow_down": 1, "fp16": 2, "hf32": 3}
+
+GW_DTYPES = ("same", "float32", "float16", "bfloat16", "hifloat8", "float8_e4m3fn")
+_GW_ALIASES = {**_FORMAT_ALIASES, "e4m3": "float8_e4m3fn", "weight": "same"}
+_EIGHT_BIT = ("hifloat8", "float8_e4m3fn")
+
+HF32_ROUNDINGS = ("half_away", "nearest_even")
+HIF8_ROUNDINGS = ("ta", "hybrid")
+SOCS = tuple(PROFILES)
+GRADS = ("gradInput", "gradWeight", "gradBias")
+_GRAD_ALIASES = {"gi": "gradInput", "grad_input": "gradInput", "gw": "gradWeight", "grad_weight": "gradWeight",
+                 "gb": "gradBias", "grad_bias": "gradBias"}
+DISTRIBUTIONS = ("normal", "uniform", "lognormal")
+REFERENCES = ("inputs", "source")
+_COMPUTE_BY_NAME = {v: k for k, v in COMPUTE_NAMES.items()}
+
+
+def _normalise(argname, value, choices, aliases=None, *, what="value"):
+    """One validated choice (str) from ``value`` (case-insensitive), or a ValueError naming the argument."""
+    if isinstance(value, str):
+        key = value.strip()
+        for c in choices:
+            if key.lower() == str(c).lower():
+                return c
+        if aliases and key.lower() in aliases:
+            return aliases[key.lower()]
+    raise ValueError(f"{argname}: {value!r} is not a valid {what}; expected one of {', '.join(map(str, choices))}")
+
+
+def _as_list(argname, values):
+    if values is None:
+        raise ValueError(f"{argname}: got None; expected a non-empty list")
+    if isinstance(values, (str, int, float, bool, np.integer, np.floating)):
+        values = [values]
+    values = list(values)
+    if not values:
+        raise ValueError(f"{argname}: got an empty list; expected at least one value")
+    return values
+
+
+def _uniq(seq):
+    out = []
+    for v in seq:
+        if v not in out:
+            out.append(v)
+    return tuple(out)
+
+
+def _as_whole(v):
+    """``v`` as an int when it is a whole number (not a bool), else None."""
+    try:
+        iv = int(v)
+        return iv if not isinstance(v, bool) and iv == float(v) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _norm_cube(argname, v):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        if int(v) in _CUBE_BY_VALUE:
+            return _CUBE_BY_VALUE[int(v)]
+    elif isinstance(v, str):
+        s = v.strip()
+        if s.isdigit() and int(s) in _CUBE_BY_VALUE:
+            return _CUBE_BY_VALUE[int(s)]
+        if s.upper() in CUBE_MATH_TYPES:
+            return s.upper()
+        if s.lower() in _CUBE_ALIASES:
+            return _CUBE_BY_VALUE[_CUBE_ALIASES[s.lower()]]
+    raise ValueError(f"{argname}: {v!r} is not a cubeMathType; expected one of "
+                     f"{', '.join(CUBE_MATH_TYPES)} or 0-3")
+
+
+def _norm_bits(argname, v):
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("profile", "none", "default")):
+        return None
+    if _as_whole(v) in (10, 11):
+        return _as_whole(v)
+    raise ValueError(f"{argname}: {v!r} is not an HF32 mantissa width; expected 'profile' (None), 10 or 11")
+
+
+def _norm_bool(argname, v):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in ("on", "true", "yes", "1", "off", "false", "no", "0"):
+        return v.strip().lower() in ("on", "true", "yes", "1")
+    raise ValueError(f"{argname}: {v!r} is not a boolean; expected on/off (True/False)")
+
+
+def _norm_scale(argname, v):
+    try:
+        s = float(v)
+    except (TypeError, ValueError):
+        s = float("nan")
+    if isinstance(v, bool) or not math.isfinite(s) or s <= 0:
+        raise ValueError(f"{argname}: {v!r} is not a scale; expected a finite number > 0")
+    return s
+
+
+def _norm_permutations(permutations, argname="permutations"):
+    if isinstance(permutations, bool) or not isinstance(permutations, (int, np.integer)) or permutations < 1:
+        raise ValueError(f"{argname}: {permutations!r}; expected an integer >= 1")
+    return permutations
+
+
+def _norm_grads(grads, argname="grads"):
+    return _uniq(_normalise(argname, g, GRADS, _GRAD_ALIASES, what="gradient") for g in _as_list(argname, grads))
+
+
+def _norm_distribution(dist, argname="distribution"):
+    """'normal', 'uniform', 'lognormal' or 'lognormal:SIGMA' -> (name, sigma)."""
+    if not isinstance(dist, str):
+        raise ValueError(f"{argname}: {dist!r} is not a distribution; expected one of {', '.join(DISTRIBUTIONS)} "
+                         "(lognormal:SIGMA sets the log-standard-deviation)")
+    name, _, param = dist.strip().partition(":")
+    name = _normalise(argname, name, DISTRIBUTIONS, what="distribution")
+    sigma = 1.0
+    if param:
+        if name != "lognormal":
+            raise ValueError(f"{argname}: {dist!r}: only lognormal takes a parameter (lognormal:SIGMA)")
+        try:
+            sigma = float(param)
+        except ValueError:
+            sigma = float("nan")
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"{argname}: {dist!r}: SIGMA must be a finite number > 0")
+    return name, sigma
+
+
+# Every axis of the grid: how one value of it is normalised, and the values that "all" stands for.
+_AXES = {
+    "input_dtypes": (lambda a, v: _normalise(a, v, tuple(INPUT_DTYPES), _INPUT_ALIASES, what="input dtype"),
+                     tuple(INPUT_DTYPES)),
+    "cube_math_types": (_norm_cube, tuple(CUBE_MATH_TYPES)),
+    "socs": (lambda a, v: _normalise(a, v, SOCS, what="SoC profile"), SOCS),
+    "grad_weight_dtypes": (lambda a, v: _normalise(a, v, GW_DTYPES, _GW_ALIASES, what="gradWeight dtype"),
+                           GW_DTYPES),
+    "hf32_roundings": (lambda a, v: _normalise(a, v, HF32_ROUNDINGS, what="HF32 rounding"), HF32_ROUNDINGS),
+    "hf32_mantissa_bits": (_norm_bits, (None, 10, 11)),
+    "hif8_roundings": (lambda a, v: _normalise(a, v, HIF8_ROUNDINGS, what="HiFloat8 rounding"), HIF8_ROUNDINGS),
+    "saturate": (_norm_bool, (False, True)),
+}

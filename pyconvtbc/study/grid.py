@@ -1,0 +1,85 @@
+"""The grid of emulation modes: its axes (``Grid``) and the distinct modes it spans (``Cell``)."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Optional
+
+from ..profiles import COMPUTE_HF32, COMPUTE_NAMES, PROFILES, compute_precision
+from .choices import _ACL_CODE, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, _as_list, _uniq
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One emulation mode.  Fields that cannot change the result are None (shown as '-')."""
+
+    input_dtype: str
+    cube_math_type: str
+    soc: str
+    grad_weight_dtype: str            # the effective dtype ('same' resolved to the weight's dtype)
+    compute: str                      # FP32 / HF32 / FP16 / BF16, or 'n/a' when the profile has no such path
+    hf32_rounding: Optional[str] = None
+    hf32_mantissa_bits: Optional[int] = None
+    hif8_rounding: Optional[str] = None
+    saturate: Optional[bool] = None
+
+    def kwargs(self, deterministic=True, num_threads=None):
+        """Keywords for ``pyconvtbc.conv_tbc_backward`` (explicit values: process options never leak in)."""
+        return dict(cube_math_type=CUBE_MATH_TYPES[self.cube_math_type], grad_weight_dtype=self.grad_weight_dtype,
+                    soc=self.soc, deterministic=deterministic, num_threads=num_threads,
+                    hf32_rounding=self.hf32_rounding or "half_away", hf32_mantissa_bits=self.hf32_mantissa_bits,
+                    hif8_rounding=self.hif8_rounding or "ta", saturate=bool(self.saturate))
+
+    def out_format(self, grad):
+        return self.grad_weight_dtype if grad == "gradWeight" else self.input_dtype
+
+
+@dataclass
+class Grid:
+    """The axes to sweep (lists of values, or "all"); ``cells()`` enumerates the distinct modes in a stable order."""
+
+    input_dtypes: tuple = ("float32",)
+    cube_math_types: tuple = tuple(CUBE_MATH_TYPES)
+    socs: tuple = ("ascend910b",)
+    grad_weight_dtypes: tuple = ("same",)
+    hf32_roundings: tuple = ("half_away",)
+    hf32_mantissa_bits: tuple = (None,)
+    hif8_roundings: tuple = ("ta",)
+    saturate: tuple = (False,)
+
+    def __post_init__(self):
+        for name, (norm, every) in _AXES.items():
+            v = getattr(self, name)
+            if isinstance(v, str) and v.strip().lower() == "all":      # "all" (alone) takes every value
+                v = every
+            elif v is None and name == "hf32_mantissa_bits":           # None: the profile's width
+                v = [None]
+            setattr(self, name, _uniq(norm(name, x) for x in _as_list(name, v)))
+
+    def cells(self):
+        out = []
+        for dt, soc, cube, gw, hr, hb, h8, sat in itertools.product(
+                self.input_dtypes, self.socs, self.cube_math_types, self.grad_weight_dtypes, self.hf32_roundings,
+                self.hf32_mantissa_bits, self.hif8_roundings, self.saturate):
+            profile = PROFILES[soc]
+            c = compute_precision(profile, _ACL_CODE[dt], CUBE_MATH_TYPES[cube])
+            hf32 = c == COMPUTE_HF32
+            gw_eff = dt if gw == "same" else gw
+            out.append(Cell(dt, cube, soc, gw_eff, COMPUTE_NAMES[c] if c is not None else "n/a",
+                            hr if hf32 else None, (hb or profile.hf32_mantissa_bits) if hf32 else None,
+                            h8 if gw_eff == "hifloat8" else None, sat if gw_eff in _EIGHT_BIT else None))
+        return list(_uniq(out))
+
+
+def _as_grid(grid):
+    if grid is None:
+        return Grid()
+    if isinstance(grid, Grid):
+        return grid
+    if isinstance(grid, dict):
+        unknown = set(grid) - set(Grid.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"grid: unknown axes {sorted(unknown)}; expected some of "
+                             f"{sorted(Grid.__dataclass_fields__)}")
+        return Grid(**grid)
+    raise ValueError(f"grid: {grid!r}; expected a Grid, a dict of axes or None")
