@@ -12,9 +12,17 @@ cdef extern from *:
     static inline int omp_get_num_threads(void) { return 1; }
     static inline int omp_get_num_procs(void) { return 1; }
     #endif
+    /* An orphaned barrier: called from inside a parallel region (e.g. between two prange loops of one
+     * Cython `parallel()` block, whose loops end without one) it binds to that region; serially a no-op. */
+    static inline void pyconvtbc_omp_barrier(void) {
+    #ifdef _OPENMP
+        _Pragma("omp barrier")
+    #endif
+    }
     """
     bint PYCONVTBC_HAVE_OPENMP
     int omp_get_max_threads() noexcept nogil
     int omp_get_thread_num() noexcept nogil
     int omp_get_num_threads() noexcept nogil
     int omp_get_num_procs() noexcept nogil
+    void pyconvtbc_omp_barrier() noexcept nogil

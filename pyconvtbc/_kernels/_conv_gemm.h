@@ -1,0 +1,1014 @@
+/* _conv_gemm.h: the compute side of _conv_tbc.pyx (pack/round, micro-kernels, tasks, output casts).
+ *
+ * Included by _conv_tbc.pyx AFTER _fpround.pxd's verbatim block, so the scalar codecs pct_* are in scope:
+ * every scalar path below calls them, and every vector path is tested bit for bit against them
+ * (tests/test_kernels.py::test_vector_codecs_match_scalar).
+ *
+ * Pipeline (docs/performance.md has the why):
+ *   pack   DY -> DYp  [co-panel q of 32][row r = t*B+b][wq]   rounded to C; gb partial sums fused (fixed chunks)
+ *          X  -> Xp   [ci-panel p of 8][row r][wi]            rounded to C
+ *          W  -> Wp   [k][ci-panel of 32][co][wj]             rounded to C
+ *   compute gi tasks (row block x ci block) and gw tasks (k x ci block x co block), any order, any thread:
+ *          every output element is owned by one task and reduced by one sequential fp32 FMA chain in a fixed
+ *          order (gi: k ascending, co ascending; gw: rows ascending), so results do not depend on threads,
+ *          blocking or instruction set.  A time shift is a pointer offset in the panels.
+ *   cast   epilogue of each task: fp32 tile -> output dtype (gi first rounded to C for FP16/BF16).
+ * All index arithmetic is int64_t.
+ */
+#ifndef PYCONVTBC_CONV_GEMM_H
+#define PYCONVTBC_CONV_GEMM_H
+
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(PYCONVTBC_NO_SIMD)
+#define CT_X86 1
+#include <immintrin.h>
+#else
+#define CT_X86 0
+#endif
+
+enum { CT_DT_F32 = 0, CT_DT_F16 = 1, CT_DT_BF16 = 27, CT_DT_HIF8 = 34, CT_DT_E4M3 = 36 };
+enum { CT_C_FP32 = 0, CT_C_HF32 = 1, CT_C_FP16 = 2, CT_C_BF16 = 3 };
+enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2 };
+
+#define CT_PO 32          /* lanes of a DYp panel (co) and of a Wp panel (ci) */
+#define CT_PX 8           /* lanes of an Xp panel (ci) */
+/* Cache blocking.  CT_KCI is part of the definition of gi's summation order (co blocks of CT_KCI, then k, then
+ * co): it is a constant, the same for every thread count and instruction set.  The others only move work
+ * between tasks and cache levels and never change a result.  ct_blk[] holds them so that the profiling hook
+ * _conv_tbc._set_blocking can vary them; nothing else writes it. */
+enum { CT_B_MCI, CT_B_NCI, CT_B_KCI, CT_B_MCW, CT_B_NCW, CT_B_KCW, CT_B_N };
+static int64_t ct_blk[CT_B_N] = {
+    168,   /* gi task: rows (multiple of 14 and of 6) */
+    256,   /* gi task: ci columns (multiple of CT_PO) */
+    256,   /* gi: co per reduction block (multiple of CT_PO) */
+    64,    /* gw task: ci rows (multiple of CT_PX) */
+    256,   /* gw task: co columns (multiple of CT_PO) */
+    256,   /* gw: rows per reduction block */
+};
+#define CT_MCI (ct_blk[CT_B_MCI])
+#define CT_NCI (ct_blk[CT_B_NCI])
+#define CT_KCI (ct_blk[CT_B_KCI])
+#define CT_MCW (ct_blk[CT_B_MCW])
+#define CT_NCW (ct_blk[CT_B_NCW])
+#define CT_KCW (ct_blk[CT_B_KCW])
+#define CT_PR 2048        /* pack: rows per task; gb partial sums per CT_PR rows (fixed: deterministic) */
+#define CT_XG 16          /* pack: Xp panels per task */
+#define CT_ALIGN 64
+
+static inline int64_t ct_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t ct_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t ct_cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+static inline int64_t ct_up(int64_t a, int64_t b) { return ct_cdiv(a, b) * b; }
+
+static inline int ct_dt_size(int dt) {
+    switch (dt) { case CT_DT_F32: return 4; case CT_DT_F16: case CT_DT_BF16: return 2;
+                  case CT_DT_HIF8: case CT_DT_E4M3: return 1; default: return 0; }
+}
+
+typedef struct {
+    const char *base;           /* element [0,0,0] */
+    int64_t s0, s1, s2;         /* byte strides (any sign, may be 0) */
+    int dt;
+} ct_src;
+
+typedef struct {
+    /* problem */
+    int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO;
+    int compute, hbits, hrnd, hif8_rnd, saturate;
+    ct_src dy, x, w;
+    char *gi, *gw, *gb;
+    int gi_dt, gw_dt, gb_dt;
+    int isa;
+    /* workspace layout (float offsets from the aligned base) */
+    int64_t off_dyp, off_xp, off_wp, off_gbp, off_cbuf, cbuf_stride, n_cbuf, total_floats;
+    float *DYp, *Xp, *Wp, *gbp, *cbuf;
+    /* tasks */
+    int64_t nq, nxp, nwp;                 /* panels: DY co-panels, X ci-panels(8), W ci-panels(32) */
+    int64_t n_dy_chunks, n_x_chunks, n_xg;
+    int64_t n_pack_dy, n_pack_x, n_pack_w, n_pack;
+    int64_t n_gi_rb, n_gi_jb, n_gi, n_gw_ib, n_gw_ob, n_gw, n_comp;
+    int64_t gi_ld, gw_ld;                 /* leading dims of the task tiles in cbuf */
+    int64_t gw_kg;                        /* k per gw task */
+    int64_t gw_nkr;                       /* k per register pass of the gw micro-kernel (narrow channels) */
+    int64_t nthreads_max;                 /* threads the workspace was laid out for (<= compute tasks) */
+} ct_plan;
+
+/* ------------------------------------------------------------------------------------------------ */
+/* plan: sizes, task counts, workspace layout.  Returns 0, or -1 when a size overflows int64.        */
+/* ------------------------------------------------------------------------------------------------ */
+static int64_t ct_mul_ok(int64_t a, int64_t b, int *ok) {
+    if (a < 0 || b < 0) { *ok = 0; return 0; }
+    if (a != 0 && b > INT64_MAX / 4 / a) { *ok = 0; return 0; }
+    return a * b;
+}
+
+/* gi_buf / gw_buf: whether gi / gw need fp32 task tiles (else they accumulate in the fp32 output itself) */
+static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K,
+                        int64_t pad, int64_t nthreads, int gi_buf, int gw_buf) {
+    int ok = 1;
+    memset(P, 0, sizeof(*P));
+    if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0 || nthreads < 1) return -1;
+    P->T_in = T_in; P->B = B; P->Cin = Cin; P->Cout = Cout; P->K = K; P->pad = pad;
+    P->T_out = T_in + 2 * pad - K + 1;
+    if (P->T_out < 0) return -1;
+    P->RI = ct_mul_ok(T_in, B, &ok);
+    P->RO = ct_mul_ok(P->T_out, B, &ok);
+    int64_t nd = ct_mul_ok(P->RO, Cout, &ok);
+    int64_t nx = ct_mul_ok(P->RI, Cin, &ok);
+    int64_t nw = ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok);
+    if (!ok) return -1;
+    P->nq = ct_cdiv(Cout, CT_PO);
+    P->nxp = ct_cdiv(Cin, CT_PX);
+    P->nwp = ct_cdiv(Cin, CT_PO);
+    P->n_dy_chunks = Cout > 0 ? ct_cdiv(P->RO, CT_PR) : 0;
+    P->n_x_chunks = ct_cdiv(P->RI, CT_PR);
+    P->n_xg = ct_cdiv(P->nxp, CT_XG);
+    /* packs are needed only where the products are: with no product, gi/gw are zeros */
+    int64_t prod = (P->RI > 0 && Cin > 0 && Cout > 0 && K > 0 && P->RO > 0);
+    P->n_pack_dy = P->n_dy_chunks * P->nq;          /* always: gb needs the sums */
+    P->n_pack_x = prod ? P->n_x_chunks * P->n_xg : 0;
+    P->n_pack_w = prod ? K * P->nwp : 0;
+    P->n_pack = P->n_pack_dy + P->n_pack_x + P->n_pack_w;
+    /* compute tasks */
+    P->n_gi_rb = Cin > 0 ? ct_cdiv(P->RI, CT_MCI) : 0;
+    P->n_gi_jb = ct_cdiv(Cin, CT_NCI);
+    P->n_gi = P->n_gi_rb * P->n_gi_jb;
+    P->n_gw_ib = ct_cdiv(Cin, CT_MCW);
+    P->n_gw_ob = ct_cdiv(Cout, CT_NCW);
+    /* narrow channels: one gw task covers up to 3 k (the accumulators of 3 x 8 ci x 16 co fit the registers) */
+    /* k per register pass: narrow channels keep up to 3 k x 8 ci x 16 co accumulators in registers */
+    P->gw_nkr = (Cout <= 16 && K > 0) ? ct_max(1, ct_min(K, ct_min(3, 24 / ct_max(1, ct_min(CT_PX, Cin))))) : 1;
+    /* k per task: the DY rows of a row block are reused by every k of the task; its fp32 tiles (k x ci x co)
+     * should stay within ~512 KiB of L2.  Groups are balanced (K = 5 -> 3 + 2, not 4 + 1). */
+    if (K > 0) {
+        int64_t tile = ct_max(1, ct_min(CT_MCW, Cin) * ct_min(CT_NCW, Cout) * 4);
+        int64_t gmax = ct_max(P->gw_nkr, ct_min(K, (512 * 1024) / tile));
+        int64_t ng = ct_cdiv(K, gmax);
+        P->gw_kg = ct_cdiv(K, ng);
+    } else {
+        P->gw_kg = 1;
+    }
+    P->n_gw = ct_cdiv(K, P->gw_kg) * P->n_gw_ib * P->n_gw_ob;
+    P->n_comp = P->n_gi + P->n_gw;
+    P->gi_ld = ct_min(CT_NCI, Cin);
+    P->gw_ld = ct_min(CT_NCW, Cout);
+    int64_t cb = ct_max(gi_buf ? ct_min(CT_MCI, P->RI) * P->gi_ld : 0,
+                        gw_buf ? P->gw_kg * ct_min(CT_MCW, Cin) * P->gw_ld : 0);
+    P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
+    P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
+    P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
+    if (cb == 0) P->n_cbuf = 0;
+    /* layout */
+    int64_t o = 0;
+    P->off_dyp = o; o += ct_up(prod ? nd : 0, CT_ALIGN / 4);
+    P->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
+    P->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
+    P->off_gbp = o; o += ct_up(ct_mul_ok(P->n_dy_chunks, Cout, &ok), CT_ALIGN / 4);
+    P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
+    if (!ok || o > INT64_MAX / 8) return -1;
+    P->total_floats = o;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* scalar element access                                                                            */
+/* ------------------------------------------------------------------------------------------------ */
+static inline float ct_load1(const char *p, int dt) {
+    if (dt == CT_DT_F32) { float f; memcpy(&f, p, 4); return f; }
+    uint16_t h; memcpy(&h, p, 2);
+    return dt == CT_DT_F16 ? pct_f16_bits_to_f32(h) : pct_bf16_bits_to_f32(h);
+}
+
+static inline float ct_round1(float v, int compute, int hbits, int hrnd) {
+    switch (compute) {
+        case CT_C_HF32: return pct_round_hf32(v, hbits, hrnd);
+        case CT_C_FP16: return pct_f16_bits_to_f32(pct_f32_to_f16_bits(v));
+        case CT_C_BF16: return pct_bf16_bits_to_f32(pct_f32_to_bf16_bits(v));
+        default: return v;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* portable row codecs                                                                              */
+/* ------------------------------------------------------------------------------------------------ */
+static void ct_decode_row_port(const char *src, int64_t stride, int dt, int64_t n, float *out) {
+    if (dt == CT_DT_F32 && stride == 4) { memcpy(out, src, (size_t)n * 4); return; }
+    for (int64_t i = 0; i < n; i++) out[i] = ct_load1(src + i * stride, dt);
+}
+
+static void ct_round_row_port(float *v, int64_t n, int compute, int hbits, int hrnd) {
+    if (compute == CT_C_FP32) return;
+    for (int64_t i = 0; i < n; i++) v[i] = ct_round1(v[i], compute, hbits, hrnd);
+}
+
+/* out[i] = cast(acc[i]) to dt; pre (CT_C_FP16/BF16) rounds the accumulator to C first */
+static void ct_store_row_port(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = acc[i];
+        if (pre == CT_C_FP16) v = pct_f16_bits_to_f32(pct_f32_to_f16_bits(v));
+        else if (pre == CT_C_BF16) v = pct_bf16_bits_to_f32(pct_f32_to_bf16_bits(v));
+        switch (dt) {
+            case CT_DT_F32: memcpy(dst + 4 * i, &v, 4); break;
+            case CT_DT_F16: { uint16_t h = pct_f32_to_f16_bits(v); memcpy(dst + 2 * i, &h, 2); break; }
+            case CT_DT_BF16: { uint16_t h = pct_f32_to_bf16_bits(v); memcpy(dst + 2 * i, &h, 2); break; }
+            case CT_DT_HIF8: ((uint8_t *)dst)[i] = pct_f32_to_hif8(v, hif8_rnd, sat); break;
+            case CT_DT_E4M3: ((uint8_t *)dst)[i] = pct_f32_to_e4m3fn(v, sat); break;
+            default: break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* portable micro-kernels: one fmaf chain per element, in the same order as the vector kernels       */
+/* ------------------------------------------------------------------------------------------------ */
+/* gi: C[i][j] += sum_{c=c0}^{c1-1} DY(row0+i, c) * Bp[(c-c0)*n + j]                                 */
+static void ct_gi_ukr_port(int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t c0,
+                           int64_t c1, int64_t Cout, const float *Bp, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            float acc = C[i * ldc + j];
+            for (int64_t c = c0; c < c1; c++) {
+                int64_t q = c / CT_PO, wq = ct_min(CT_PO, Cout - q * CT_PO);
+                float a = DYp[q * RO * CT_PO + (row0 + i) * wq + (c - q * CT_PO)];
+                acc = fmaf(a, Bp[(c - c0) * n + j], acc);
+            }
+            C[i * ldc + j] = acc;
+        }
+    }
+}
+
+/* gw: C[i][j] += sum_{p<kc} A[p*lda + i] * B[p*ldb + j] */
+static void ct_gw_ukr_port(int64_t m, int64_t n, int64_t kc, const float *A, int64_t lda, const float *B,
+                           int64_t ldb, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            float acc = C[i * ldc + j];
+            for (int64_t p = 0; p < kc; p++) acc = fmaf(A[p * lda + i], B[p * ldb + j], acc);
+            C[i * ldc + j] = acc;
+        }
+    }
+}
+
+#if CT_X86
+/* ------------------------------------------------------------------------------------------------ */
+/* AVX-512 (F, BW, VL, DQ) + FMA + F16C                                                             */
+/* ------------------------------------------------------------------------------------------------ */
+#define CT_T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2")))
+#define CT_I512 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2")))
+
+CT_I512 __mmask16 ct_mask16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u); }
+
+/* vector RNE fp32 -> fp16 -> fp32 and bf16, HF32 (integer), identical to the pct_* scalar codecs */
+CT_I512 __m512 ct_round_f16_512(__m512 v) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+CT_I512 __m512i ct_bf16_bits_512(__m512 v) {   /* 32-bit lanes holding the bf16 pattern in the low half */
+    __m512i b = _mm512_castps_si512(v);
+    __m512i u = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(u, _mm512_set1_epi32(0x7F800000));
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    __m512i qn = _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40));
+    return _mm512_and_si512(_mm512_mask_mov_epi32(r, nan, qn), _mm512_set1_epi32(0xFFFF));
+}
+CT_I512 __m512 ct_round_bf16_512(__m512 v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(ct_bf16_bits_512(v), 16));
+}
+CT_I512 __m512 ct_round_hf32_512(__m512 v, int d, int hrnd) {   /* d = 23 - mantissa bits, 1..22 */
+    __m512i b = _mm512_castps_si512(v);
+    __m512i u = _mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF));
+    __m512i s = _mm512_andnot_si512(_mm512_set1_epi32(0x7FFFFFFF), b);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(u, _mm512_set1_epi32(0x7F800000));
+    __m512i dv = _mm512_set1_epi32(d);
+    __m512i add = _mm512_set1_epi32((int)(1u << (d - 1)));
+    if (hrnd == 1) {
+        __m512i lsb = _mm512_and_si512(_mm512_srlv_epi32(u, dv), _mm512_set1_epi32(1));
+        add = _mm512_add_epi32(_mm512_sub_epi32(add, _mm512_set1_epi32(1)), lsb);
+    }
+    __m512i r = _mm512_sllv_epi32(_mm512_srlv_epi32(_mm512_add_epi32(u, add), dv), dv);
+    r = _mm512_or_si512(r, s);
+    return _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, b));
+}
+
+static CT_T512 void ct_decode_row_512(const char *src, int64_t stride, int dt, int64_t n, float *out) {
+    if (dt == CT_DT_F32 && stride == 4) { memcpy(out, src, (size_t)n * 4); return; }
+    if (stride == 2 && (dt == CT_DT_F16 || dt == CT_DT_BF16)) {
+        for (int64_t i = 0; i < n; i += 16) {
+            __mmask16 k = ct_mask16(n - i);
+            __m256i h = _mm256_maskz_loadu_epi16(k, src + 2 * i);
+            __m512 f;
+            __m512i h32 = _mm512_cvtepu16_epi32(h);
+            if (dt == CT_DT_F16) {
+                /* vcvtph2ps quiets signalling NaNs; the scalar codec keeps the pattern: patch NaN/Inf lanes */
+                f = _mm512_cvtph_ps(h);
+                __m512i e = _mm512_and_si512(h32, _mm512_set1_epi32(0x7C00));
+                __mmask16 sp = _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0x7C00));
+                if (sp) {
+                    __m512i bits = _mm512_or_si512(
+                        _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(h32, _mm512_set1_epi32(0x8000)), 16),
+                                        _mm512_set1_epi32(0x7F800000)),
+                        _mm512_slli_epi32(_mm512_and_si512(h32, _mm512_set1_epi32(0x3FF)), 13));
+                    f = _mm512_mask_mov_ps(f, sp, _mm512_castsi512_ps(bits));
+                }
+            } else f = _mm512_castsi512_ps(_mm512_slli_epi32(h32, 16));
+            _mm512_mask_storeu_ps(out + i, k, f);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) out[i] = ct_load1(src + i * stride, dt);
+}
+
+static CT_T512 void ct_round_row_512(float *v, int64_t n, int compute, int hbits, int hrnd) {
+    if (compute == CT_C_FP32) return;
+    if (compute == CT_C_HF32 && (hbits < 1 || hbits > 22)) return;
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = ct_mask16(n - i);
+        __m512 x = _mm512_maskz_loadu_ps(k, v + i);
+        if (compute == CT_C_HF32) x = ct_round_hf32_512(x, 23 - hbits, hrnd);
+        else if (compute == CT_C_FP16) x = ct_round_f16_512(x);
+        else x = ct_round_bf16_512(x);
+        _mm512_mask_storeu_ps(v + i, k, x);
+    }
+}
+
+static CT_T512 void ct_store_row_512(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd,
+                                     int sat) {
+    if (dt == CT_DT_HIF8 || dt == CT_DT_E4M3) { ct_store_row_port(acc, n, dst, dt, pre, hif8_rnd, sat); return; }
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = ct_mask16(n - i);
+        __m512 x = _mm512_maskz_loadu_ps(k, acc + i);
+        if (pre == CT_C_FP16) x = ct_round_f16_512(x);
+        else if (pre == CT_C_BF16) x = ct_round_bf16_512(x);
+        if (dt == CT_DT_F32) _mm512_mask_storeu_ps((float *)dst + i, k, x);
+        else if (dt == CT_DT_F16)
+            _mm256_mask_storeu_epi16((uint16_t *)dst + i, k,
+                                     _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        else
+            _mm256_mask_storeu_epi16((uint16_t *)dst + i, k, _mm512_cvtepi32_epi16(ct_bf16_bits_512(x)));
+    }
+}
+
+/* gi micro-kernel, M rows x (NV*16 >= n) columns, accumulators in registers.
+ * C[i][j] += sum_{kk<nk} sum_{c=c0}^{c1-1} DY(row0 + kk*dk + i, c) * Bp[kk*bk + (c-c0)*n + j]
+ * (nk consecutive k: the DY row moves by dk = -B and the weight panel by bk = Cin*Cout per k). */
+CT_I512 void ct_gi_body_512(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
+                            int64_t dk, int64_t nk, int64_t c0, int64_t c1, int64_t Cout, const float *Bp,
+                            int64_t bk, float *C, int64_t ldc) {
+    __m512 acc[14][2];
+    __mmask16 k0 = ct_mask16(n), k1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        acc[i][0] = _mm512_maskz_loadu_ps(k0, C + i * ldc);
+        if (NV == 2) acc[i][1] = _mm512_maskz_loadu_ps(k1, C + i * ldc + 16);
+    }
+    for (int64_t kk = 0; kk < nk; kk++) {
+        const float *B = Bp + kk * bk;
+        int64_t row = row0 + kk * dk;
+        int64_t c = c0;
+        while (c < c1) {
+            int64_t q = c / CT_PO, qb = q * CT_PO;
+            int64_t wq = ct_min(CT_PO, Cout - qb);
+            int64_t cend = ct_min(c1, qb + wq);
+            int64_t cnt = cend - c;
+            const float *A = DYp + q * RO * CT_PO + row * wq + (c - qb);
+            if (wq == CT_PO) {
+                for (int64_t l = 0; l < cnt; l++) {
+                    __m512 b0 = _mm512_maskz_loadu_ps(k0, B), b1 = _mm512_setzero_ps();
+                    if (NV == 2) b1 = _mm512_maskz_loadu_ps(k1, B + 16);
+                    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+                        __m512 av = _mm512_set1_ps(A[i * CT_PO + l]);
+                        acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+                        if (NV == 2) acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+                    }
+                    B += n;
+                }
+            } else {
+                for (int64_t l = 0; l < cnt; l++) {
+                    __m512 b0 = _mm512_maskz_loadu_ps(k0, B), b1 = _mm512_setzero_ps();
+                    if (NV == 2) b1 = _mm512_maskz_loadu_ps(k1, B + 16);
+                    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+                        __m512 av = _mm512_set1_ps(A[i * wq + l]);
+                        acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+                        if (NV == 2) acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+                    }
+                    B += n;
+                }
+            }
+            c = cend;
+        }
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        _mm512_mask_storeu_ps(C + i * ldc, k0, acc[i][0]);
+        if (NV == 2) _mm512_mask_storeu_ps(C + i * ldc + 16, k1, acc[i][1]);
+    }
+}
+
+#define CT_GI512_CASE(MM) \
+    case MM: { if (nv == 2) ct_gi_body_512(MM, 2, n, DYp, RO, row0, dk, nk, c0, c1, Cout, Bp, bk, C, ldc); \
+               else ct_gi_body_512(MM, 1, n, DYp, RO, row0, dk, nk, c0, c1, Cout, Bp, bk, C, ldc); } break;
+
+static CT_T512 void ct_gi_ukr_512(int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t dk,
+                                  int64_t nk, int64_t c0, int64_t c1, int64_t Cout, const float *Bp, int64_t bk,
+                                  float *C, int64_t ldc) {
+    int nv = n > 16 ? 2 : 1;
+    switch (m) {
+        CT_GI512_CASE(1) CT_GI512_CASE(2) CT_GI512_CASE(3) CT_GI512_CASE(4) CT_GI512_CASE(5)
+        CT_GI512_CASE(6) CT_GI512_CASE(7) CT_GI512_CASE(8) CT_GI512_CASE(9) CT_GI512_CASE(10)
+        CT_GI512_CASE(11) CT_GI512_CASE(12) CT_GI512_CASE(13) CT_GI512_CASE(14)
+        default: break;
+    }
+}
+
+/* gw micro-kernel: NK k x M (<= 8) ci x (NV*16 >= n) co, reduction over kc rows.
+ * C[kk*ck + i*ldc + j] += sum_{p<kc} A[kk*ak + p*lda + i] * B[p*ldb + j]   (NK consecutive k share the DY rows) */
+CT_I512 void ct_gw_body_512(const int NK, const int M, const int NV, int64_t n, int64_t kc, const float *A,
+                            int64_t lda, int64_t ak, const float *B, int64_t ldb, float *C, int64_t ldc,
+                            int64_t ck) {
+    __m512 acc[3][8][2];
+    __mmask16 k0 = ct_mask16(n), k1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
+    const float *Ak[3];
+    _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
+        Ak[kk] = A + kk * ak;
+        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+            acc[kk][i][0] = _mm512_maskz_loadu_ps(k0, C + kk * ck + i * ldc);
+            if (NV == 2) acc[kk][i][1] = _mm512_maskz_loadu_ps(k1, C + kk * ck + i * ldc + 16);
+        }
+    }
+    for (int64_t p = 0; p < kc; p++) {
+        __m512 b0 = _mm512_maskz_loadu_ps(k0, B), b1 = _mm512_setzero_ps();
+        if (NV == 2) b1 = _mm512_maskz_loadu_ps(k1, B + 16);
+        _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
+            _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+                __m512 av = _mm512_set1_ps(Ak[kk][p * lda + i]);
+                acc[kk][i][0] = _mm512_fmadd_ps(av, b0, acc[kk][i][0]);
+                if (NV == 2) acc[kk][i][1] = _mm512_fmadd_ps(av, b1, acc[kk][i][1]);
+            }
+        }
+        B += ldb;
+    }
+    _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+            _mm512_mask_storeu_ps(C + kk * ck + i * ldc, k0, acc[kk][i][0]);
+            if (NV == 2) _mm512_mask_storeu_ps(C + kk * ck + i * ldc + 16, k1, acc[kk][i][1]);
+        }
+    }
+}
+
+#define CT_GW512_CASE(MM) \
+    case MM: { if (nv == 2) ct_gw_body_512(1, MM, 2, n, kc, A, lda, ak, B, ldb, C, ldc, ck); \
+               else if (nk == 3) ct_gw_body_512(3, MM, 1, n, kc, A, lda, ak, B, ldb, C, ldc, ck); \
+               else if (nk == 2) ct_gw_body_512(2, MM, 1, n, kc, A, lda, ak, B, ldb, C, ldc, ck); \
+               else ct_gw_body_512(1, MM, 1, n, kc, A, lda, ak, B, ldb, C, ldc, ck); } break;
+
+/* nk in 1..3, and nk == 1 whenever n > 16 */
+static CT_T512 void ct_gw_ukr_512(int64_t nk, int64_t m, int64_t n, int64_t kc, const float *A, int64_t lda,
+                                  int64_t ak, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t ck) {
+    int nv = n > 16 ? 2 : 1;
+    switch (m) {
+        CT_GW512_CASE(1) CT_GW512_CASE(2) CT_GW512_CASE(3) CT_GW512_CASE(4)
+        CT_GW512_CASE(5) CT_GW512_CASE(6) CT_GW512_CASE(7) CT_GW512_CASE(8)
+        default: break;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* AVX2 + FMA + F16C                                                                                */
+/* ------------------------------------------------------------------------------------------------ */
+#define CT_T256 __attribute__((target("avx2,fma,f16c")))
+#define CT_I256 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+static const int32_t ct_mask_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+CT_I256 __m256i ct_mask8(int64_t n) {   /* first n (0..8) lanes */
+    if (n >= 8) n = 8;
+    if (n < 0) n = 0;
+    return _mm256_loadu_si256((const __m256i *)(ct_mask_tab + 8 - n));
+}
+
+CT_I256 __m256 ct_round_f16_256(__m256 v) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+CT_I256 __m256i ct_bf16_bits_256(__m256 v) {
+    __m256i b = _mm256_castps_si256(v);
+    __m256i u = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
+    /* u > 0x7F800000 as signed compare is fine: u is non-negative */
+    __m256i nan = _mm256_cmpgt_epi32(u, _mm256_set1_epi32(0x7F800000));
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    __m256i qn = _mm256_or_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x40));
+    return _mm256_and_si256(_mm256_blendv_epi8(r, qn, nan), _mm256_set1_epi32(0xFFFF));
+}
+CT_I256 __m256 ct_round_bf16_256(__m256 v) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(ct_bf16_bits_256(v), 16));
+}
+CT_I256 __m256 ct_round_hf32_256(__m256 v, int d, int hrnd) {
+    __m256i b = _mm256_castps_si256(v);
+    __m256i u = _mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF));
+    __m256i s = _mm256_andnot_si256(_mm256_set1_epi32(0x7FFFFFFF), b);
+    __m256i nan = _mm256_cmpgt_epi32(u, _mm256_set1_epi32(0x7F800000));
+    __m128i dv = _mm_cvtsi32_si128(d);
+    __m256i add = _mm256_set1_epi32((int)(1u << (d - 1)));
+    if (hrnd == 1) {
+        __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(u, dv), _mm256_set1_epi32(1));
+        add = _mm256_add_epi32(_mm256_sub_epi32(add, _mm256_set1_epi32(1)), lsb);
+    }
+    __m256i r = _mm256_sll_epi32(_mm256_srl_epi32(_mm256_add_epi32(u, add), dv), dv);
+    r = _mm256_or_si256(r, s);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, b, nan));
+}
+
+static CT_T256 void ct_decode_row_256(const char *src, int64_t stride, int dt, int64_t n, float *out) {
+    if (dt == CT_DT_F32 && stride == 4) { memcpy(out, src, (size_t)n * 4); return; }
+    if (stride == 2 && (dt == CT_DT_F16 || dt == CT_DT_BF16)) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m128i h = _mm_loadu_si128((const __m128i *)(src + 2 * i));
+            __m256i h32 = _mm256_cvtepu16_epi32(h);
+            __m256 f;
+            if (dt == CT_DT_F16) {
+                f = _mm256_cvtph_ps(h);   /* patch NaN/Inf lanes: keep signalling NaNs as the scalar codec does */
+                __m256i sp = _mm256_cmpeq_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x7C00)),
+                                                _mm256_set1_epi32(0x7C00));
+                if (!_mm256_testz_si256(sp, sp)) {
+                    __m256i bits = _mm256_or_si256(
+                        _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x8000)), 16),
+                                        _mm256_set1_epi32(0x7F800000)),
+                        _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x3FF)), 13));
+                    f = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(sp));
+                }
+            } else f = _mm256_castsi256_ps(_mm256_slli_epi32(h32, 16));
+            _mm256_storeu_ps(out + i, f);
+        }
+        for (; i < n; i++) out[i] = ct_load1(src + 2 * i, dt);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) out[i] = ct_load1(src + i * stride, dt);
+}
+
+static CT_T256 void ct_round_row_256(float *v, int64_t n, int compute, int hbits, int hrnd) {
+    if (compute == CT_C_FP32) return;
+    if (compute == CT_C_HF32 && (hbits < 1 || hbits > 22)) return;
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i k = ct_mask8(n - i);
+        __m256 x = _mm256_maskload_ps(v + i, k);
+        if (compute == CT_C_HF32) x = ct_round_hf32_256(x, 23 - hbits, hrnd);
+        else if (compute == CT_C_FP16) x = ct_round_f16_256(x);
+        else x = ct_round_bf16_256(x);
+        _mm256_maskstore_ps(v + i, k, x);
+    }
+}
+
+static CT_T256 void ct_store_row_256(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd,
+                                     int sat) {
+    if (dt == CT_DT_HIF8 || dt == CT_DT_E4M3) { ct_store_row_port(acc, n, dst, dt, pre, hif8_rnd, sat); return; }
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(acc + i);
+        if (pre == CT_C_FP16) x = ct_round_f16_256(x);
+        else if (pre == CT_C_BF16) x = ct_round_bf16_256(x);
+        if (dt == CT_DT_F32) _mm256_storeu_ps((float *)dst + i, x);
+        else if (dt == CT_DT_F16)
+            _mm_storeu_si128((__m128i *)((uint16_t *)dst + i),
+                             _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        else {
+            __m256i b = ct_bf16_bits_256(x);
+            __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+            _mm_storeu_si128((__m128i *)((uint16_t *)dst + i), p);
+        }
+    }
+    if (i < n) ct_store_row_port(acc + i, n - i, dst + (int64_t)ct_dt_size(dt) * i, dt, pre, hif8_rnd, sat);
+}
+
+/* gi: M (<= 6) rows x n (<= 16) columns */
+CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
+                            int64_t c0, int64_t c1, int64_t Cout, const float *Bp, int64_t ldb, float *C,
+                            int64_t ldc) {
+    __m256 acc[6][2];
+    __m256i k0 = ct_mask8(n), k1 = ct_mask8(n - 8);
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        acc[i][0] = _mm256_maskload_ps(C + i * ldc, k0);
+        if (NV == 2) acc[i][1] = _mm256_maskload_ps(C + i * ldc + 8, k1);
+    }
+    const float *B = Bp;
+    int64_t c = c0;
+    while (c < c1) {
+        int64_t q = c / CT_PO, qb = q * CT_PO;
+        int64_t wq = ct_min(CT_PO, Cout - qb);
+        int64_t cend = ct_min(c1, qb + wq);
+        int64_t cnt = cend - c;
+        const float *A = DYp + q * RO * CT_PO + row0 * wq + (c - qb);
+        for (int64_t l = 0; l < cnt; l++) {
+            __m256 b0 = _mm256_maskload_ps(B, k0), b1 = _mm256_setzero_ps();
+            if (NV == 2) b1 = _mm256_maskload_ps(B + 8, k1);
+            _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+                __m256 a = _mm256_broadcast_ss(A + i * wq + l);
+                acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+                if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+            }
+            B += ldb;
+        }
+        c = cend;
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        _mm256_maskstore_ps(C + i * ldc, k0, acc[i][0]);
+        if (NV == 2) _mm256_maskstore_ps(C + i * ldc + 8, k1, acc[i][1]);
+    }
+}
+
+#define CT_GI256_CASE(MM) \
+    case MM: { if (nv == 2) ct_gi_body_256(MM, 2, nn, DYp, RO, row0, c0, c1, Cout, Bp + j0, n, C + j0, ldc); \
+               else ct_gi_body_256(MM, 1, nn, DYp, RO, row0, c0, c1, Cout, Bp + j0, n, C + j0, ldc); } break;
+
+static CT_T256 void ct_gi_ukr_256(int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t c0,
+                                  int64_t c1, int64_t Cout, const float *Bp, float *C, int64_t ldc) {
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        int64_t nn = ct_min(16, n - j0);
+        int nv = nn > 8 ? 2 : 1;
+        switch (m) {
+            CT_GI256_CASE(1) CT_GI256_CASE(2) CT_GI256_CASE(3)
+            CT_GI256_CASE(4) CT_GI256_CASE(5) CT_GI256_CASE(6)
+            default: break;
+        }
+    }
+}
+
+/* gw: M (<= 4) ci x n (<= 16) co */
+CT_I256 void ct_gw_body_256(const int M, const int NV, int64_t n, int64_t kc, const float *A, int64_t lda,
+                            const float *B, int64_t ldb, float *C, int64_t ldc) {
+    __m256 acc[4][2];
+    __m256i k0 = ct_mask8(n), k1 = ct_mask8(n - 8);
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        acc[i][0] = _mm256_maskload_ps(C + i * ldc, k0);
+        if (NV == 2) acc[i][1] = _mm256_maskload_ps(C + i * ldc + 8, k1);
+    }
+    for (int64_t p = 0; p < kc; p++) {
+        __m256 b0 = _mm256_maskload_ps(B, k0), b1 = _mm256_setzero_ps();
+        if (NV == 2) b1 = _mm256_maskload_ps(B + 8, k1);
+        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+            __m256 a = _mm256_broadcast_ss(A + i);
+            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+            if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+        }
+        A += lda; B += ldb;
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        _mm256_maskstore_ps(C + i * ldc, k0, acc[i][0]);
+        if (NV == 2) _mm256_maskstore_ps(C + i * ldc + 8, k1, acc[i][1]);
+    }
+}
+
+#define CT_GW256_CASE(MM) \
+    case MM: { if (nv == 2) ct_gw_body_256(MM, 2, nn, kc, A + i0, lda, B + j0, ldb, C + i0 * ldc + j0, ldc); \
+               else ct_gw_body_256(MM, 1, nn, kc, A + i0, lda, B + j0, ldb, C + i0 * ldc + j0, ldc); } break;
+
+static CT_T256 void ct_gw_ukr_256(int64_t m, int64_t n, int64_t kc, const float *A, int64_t lda, const float *B,
+                                  int64_t ldb, float *C, int64_t ldc) {
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {
+        int64_t mm = ct_min(4, m - i0);
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {
+            int64_t nn = ct_min(16, n - j0);
+            int nv = nn > 8 ? 2 : 1;
+            switch (mm) {
+                CT_GW256_CASE(1) CT_GW256_CASE(2) CT_GW256_CASE(3) CT_GW256_CASE(4)
+                default: break;
+            }
+        }
+    }
+}
+#endif /* CT_X86 */
+
+/* ------------------------------------------------------------------------------------------------ */
+/* ISA selection                                                                                    */
+/* ------------------------------------------------------------------------------------------------ */
+static int ct_isa_supported(void) {
+#if CT_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"))
+        return CT_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return CT_ISA_AVX2;
+#endif
+    return CT_ISA_PORTABLE;
+}
+
+static inline void ct_decode_row(int isa, const char *src, int64_t stride, int dt, int64_t n, float *out) {
+#if CT_X86
+    if (isa == CT_ISA_AVX512) { ct_decode_row_512(src, stride, dt, n, out); return; }
+    if (isa == CT_ISA_AVX2) { ct_decode_row_256(src, stride, dt, n, out); return; }
+#endif
+    ct_decode_row_port(src, stride, dt, n, out);
+}
+static inline void ct_round_row(int isa, float *v, int64_t n, int compute, int hbits, int hrnd) {
+#if CT_X86
+    if (isa == CT_ISA_AVX512) { ct_round_row_512(v, n, compute, hbits, hrnd); return; }
+    if (isa == CT_ISA_AVX2) { ct_round_row_256(v, n, compute, hbits, hrnd); return; }
+#endif
+    ct_round_row_port(v, n, compute, hbits, hrnd);
+}
+static inline void ct_store_row(int isa, const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd,
+                                int sat) {
+#if CT_X86
+    if (isa == CT_ISA_AVX512) { ct_store_row_512(acc, n, dst, dt, pre, hif8_rnd, sat); return; }
+    if (isa == CT_ISA_AVX2) { ct_store_row_256(acc, n, dst, dt, pre, hif8_rnd, sat); return; }
+#endif
+    ct_store_row_port(acc, n, dst, dt, pre, hif8_rnd, sat);
+}
+static inline int64_t ct_gi_mr(int isa) { return isa == CT_ISA_AVX512 ? 14 : isa == CT_ISA_AVX2 ? 6 : 8; }
+
+/* gi: nk consecutive k (DY row step dk, weight step bk), co in [c0, c1), into the fp32 tile C */
+static inline void ct_gi_ukr(int isa, int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0,
+                             int64_t dk, int64_t nk, int64_t c0, int64_t c1, int64_t Cout, const float *Bp,
+                             int64_t bk, float *C, int64_t ldc) {
+#if CT_X86
+    if (isa == CT_ISA_AVX512) { ct_gi_ukr_512(m, n, DYp, RO, row0, dk, nk, c0, c1, Cout, Bp, bk, C, ldc); return; }
+#endif
+    for (int64_t kk = 0; kk < nk; kk++) {
+#if CT_X86
+        if (isa == CT_ISA_AVX2) {
+            ct_gi_ukr_256(m, n, DYp, RO, row0 + kk * dk, c0, c1, Cout, Bp + kk * bk, C, ldc);
+            continue;
+        }
+#endif
+        ct_gi_ukr_port(m, n, DYp, RO, row0 + kk * dk, c0, c1, Cout, Bp + kk * bk, C, ldc);
+    }
+}
+/* gw: nk consecutive k (A step ak, C step ck) */
+static inline void ct_gw_ukr(int isa, int64_t nk, int64_t m, int64_t n, int64_t kc, const float *A, int64_t lda,
+                             int64_t ak, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t ck) {
+#if CT_X86
+    if (isa == CT_ISA_AVX512 && (nk <= 3 && (nk == 1 || n <= 16))) {
+        ct_gw_ukr_512(nk, m, n, kc, A, lda, ak, B, ldb, C, ldc, ck);
+        return;
+    }
+#endif
+    for (int64_t kk = 0; kk < nk; kk++) {
+#if CT_X86
+        if (isa == CT_ISA_AVX512) { ct_gw_ukr_512(1, m, n, kc, A + kk * ak, lda, 0, B, ldb, C + kk * ck, ldc, 0); continue; }
+        if (isa == CT_ISA_AVX2) { ct_gw_ukr_256(m, n, kc, A + kk * ak, lda, B, ldb, C + kk * ck, ldc); continue; }
+#endif
+        ct_gw_ukr_port(m, n, kc, A + kk * ak, lda, B, ldb, C + kk * ck, ldc);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* pack tasks                                                                                       */
+/* ------------------------------------------------------------------------------------------------ */
+/* decode rows [r, r+nr) (r = t*B + b) of channels [c0, c0+n) of a (T, B, C) view into out[nr][n] (fp32) */
+#define CT_RB 64   /* rows per pack step */
+static void ct_decode_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t r, int64_t nr, int64_t c0,
+                           int64_t n, float *out) {
+    int64_t es = ct_dt_size(S->dt);
+    int64_t t = r / P->B, b = r - t * P->B;
+    if (S->s2 == es && c0 == 0 && n == C && S->s1 == C * es && S->s0 == P->B * S->s1) {
+        /* the rows are one contiguous run of memory */
+        ct_decode_row(P->isa, S->base + t * S->s0 + b * S->s1, es, S->dt, nr * n, out);
+        return;
+    }
+    for (int64_t i = 0; i < nr; i++) {
+        ct_decode_row(P->isa, S->base + t * S->s0 + b * S->s1 + c0 * S->s2, S->s2, S->dt, n, out + i * n);
+        if (++b == P->B) { b = 0; t++; }
+    }
+}
+
+static void ct_pack_dy(const ct_plan *P, int64_t task) {
+    int64_t chunk = task / P->nq, q = task % P->nq;
+    int64_t r0 = chunk * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR);
+    int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
+    float g[CT_PO], tmp[CT_RB * CT_PO];
+    for (int64_t j = 0; j < CT_PO; j++) g[j] = 0.0f;
+    for (int64_t rr = r0; rr < r1; rr += CT_RB) {
+        int64_t nr = ct_min(CT_RB, r1 - rr);
+        /* the panel rows [rr, rr+nr) are contiguous [nr][wq]: decode straight into them */
+        float *v = P->DYp ? P->DYp + q * P->RO * CT_PO + rr * wq : tmp;
+        ct_decode_rows(P, &P->dy, P->Cout, rr, nr, co0, wq, v);
+        for (int64_t i = 0; i < nr; i++)               /* gb: original values, rows in order */
+            for (int64_t j = 0; j < wq; j++) g[j] += v[i * wq + j];
+        if (P->DYp) ct_round_row(P->isa, v, nr * wq, P->compute, P->hbits, P->hrnd);
+    }
+    memcpy(P->gbp + chunk * P->Cout + co0, g, (size_t)wq * 4);
+}
+
+static void ct_pack_x(const ct_plan *P, int64_t task) {
+    int64_t chunk = task / P->n_xg, g = task % P->n_xg;
+    int64_t r0 = chunk * CT_PR, r1 = ct_min(P->RI, r0 + CT_PR);
+    int64_t p0 = g * CT_XG, p1 = ct_min(P->nxp, p0 + CT_XG);
+    int64_t ci0 = p0 * CT_PX, ci1 = ct_min(P->Cin, p1 * CT_PX), n = ci1 - ci0;
+    float tmp[CT_RB * CT_XG * CT_PX];
+    for (int64_t rr = r0; rr < r1; rr += CT_RB) {
+        int64_t nr = ct_min(CT_RB, r1 - rr);
+        if (p1 - p0 == 1) {       /* one panel: its rows [rr, rr+nr) are contiguous [nr][n] */
+            float *v = P->Xp + p0 * P->RI * CT_PX + rr * n;
+            ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, v);
+            ct_round_row(P->isa, v, nr * n, P->compute, P->hbits, P->hrnd);
+            continue;
+        }
+        ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, tmp);
+        ct_round_row(P->isa, tmp, nr * n, P->compute, P->hbits, P->hrnd);
+        for (int64_t p = p0; p < p1; p++) {
+            int64_t wi = ct_min(CT_PX, P->Cin - p * CT_PX);
+            float *d = P->Xp + p * P->RI * CT_PX + rr * wi;
+            const float *s = tmp + (p - p0) * CT_PX;
+            if (wi == CT_PX) {
+                for (int64_t i = 0; i < nr; i++) memcpy(d + i * CT_PX, s + i * n, CT_PX * 4);
+            } else {
+                for (int64_t i = 0; i < nr; i++) memcpy(d + i * wi, s + i * n, (size_t)wi * 4);
+            }
+        }
+    }
+}
+
+/* Wp[k][cp][co][j] = w[k, 32cp + j, co]: a transpose, done through a [32][64] tile so that both the reads
+ * (along co) and the writes (along j) are sequential */
+static void ct_pack_w(const ct_plan *P, int64_t task) {
+    int64_t k = task / P->nwp, cp = task % P->nwp;
+    int64_t ci0 = cp * CT_PO, wj = ct_min(CT_PO, P->Cin - ci0);
+    float *dst = P->Wp + k * P->Cin * P->Cout + ci0 * P->Cout;
+    float v[CT_PO * 64];
+    for (int64_t c0 = 0; c0 < P->Cout; c0 += 64) {
+        int64_t n = ct_min(64, P->Cout - c0);
+        for (int64_t j = 0; j < wj; j++) {
+            const char *row = P->w.base + k * P->w.s0 + (ci0 + j) * P->w.s1 + c0 * P->w.s2;
+            ct_decode_row(P->isa, row, P->w.s2, P->w.dt, n, v + j * 64);
+            ct_round_row(P->isa, v + j * 64, n, P->compute, P->hbits, P->hrnd);
+        }
+        float *d = dst + c0 * wj;
+        for (int64_t c = 0; c < n; c++)
+            for (int64_t j = 0; j < wj; j++) d[c * wj + j] = v[j * 64 + c];
+    }
+}
+
+static void ct_pack_task(const ct_plan *P, int64_t task) {
+    if (task < P->n_pack_dy) { ct_pack_dy(P, task); return; }
+    task -= P->n_pack_dy;
+    if (task < P->n_pack_x) { ct_pack_x(P, task); return; }
+    task -= P->n_pack_x;
+    ct_pack_w(P, task);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* compute tasks                                                                                    */
+/* ------------------------------------------------------------------------------------------------ */
+/* gi for rows [u, v) of the task, one k at a time (rows whose valid k range is not all of 0..K-1) */
+static void ct_gi_rows_per_k(const ct_plan *P, int64_t u, int64_t v, int64_t R0, int64_t c0, int64_t c1,
+                             int64_t j0, int64_t wj, const float *Bp0, float *cb, int64_t ld, int64_t J0) {
+    int64_t MR = ct_gi_mr(P->isa);
+    for (int64_t k = 0; k < P->K; k++) {
+        int64_t lo = ct_max(0, k - P->pad), hi = ct_min(P->T_in, P->T_out + k - P->pad);
+        int64_t a = ct_max(u, lo * P->B), b = ct_min(v, hi * P->B);
+        int64_t shift = (P->pad - k) * P->B;
+        for (int64_t i = a; i < b; i += MR)
+            ct_gi_ukr(P->isa, ct_min(MR, b - i), wj, P->DYp, P->RO, i + shift, 0, 1, c0, c1, P->Cout,
+                      Bp0 + k * P->Cin * P->Cout, 0, cb + (i - R0) * ld + (j0 - J0), ld);
+    }
+}
+
+/* gi task: rows [R0, R1) x ci [J0, J1).  Per element the order is: co block (CT_KCI) ascending, then k
+ * ascending (valid k only), then co ascending within the block: one fp32 FMA chain. */
+static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
+    int64_t rb = task / P->n_gi_jb, jb = task % P->n_gi_jb;
+    int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
+    int64_t J0 = jb * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
+    int64_t ld = P->gi_ld, MR = ct_gi_mr(P->isa);
+    int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
+    int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;   /* accumulate in the output itself */
+    if (direct) {
+        cb = (float *)P->gi + R0 * P->Cin + J0;
+        ld = P->Cin;
+    }
+    if (nc == ld) memset(cb, 0, (size_t)((R1 - R0) * ld) * 4);
+    else for (int64_t r = 0; r < R1 - R0; r++) memset(cb + r * ld, 0, (size_t)nc * 4);
+    if (P->Wp && P->K > 0) {
+        /* rows where every k is valid: t in [K-1-pad, T_out-pad) */
+        int64_t ia = ct_max(R0, ct_max(0, P->K - 1 - P->pad) * P->B);
+        int64_t ib = ct_min(R1, ct_min(P->T_in, P->T_out - P->pad) * P->B);
+        if (ia >= ib) ia = ib = R1;
+        for (int64_t c0 = 0; c0 < P->Cout; c0 += CT_KCI) {
+            int64_t c1 = ct_min(P->Cout, c0 + CT_KCI);
+            for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
+                int64_t wj = ct_min(CT_PO, P->Cin - j0);
+                const float *Bp0 = P->Wp + j0 * P->Cout + c0 * wj;     /* k = 0 */
+                if (R0 < ia) ct_gi_rows_per_k(P, R0, ia, R0, c0, c1, j0, wj, Bp0, cb, ld, J0);
+                for (int64_t i = ia; i < ib; i += MR)
+                    ct_gi_ukr(P->isa, ct_min(MR, ib - i), wj, P->DYp, P->RO, i + P->pad * P->B, -P->B, P->K, c0,
+                              c1, P->Cout, Bp0, P->Cin * P->Cout, cb + (i - R0) * ld + (j0 - J0), ld);
+                if (ib < R1) ct_gi_rows_per_k(P, ib, R1, R0, c0, c1, j0, wj, Bp0, cb, ld, J0);
+            }
+        }
+    }
+    if (direct) return;
+    int64_t es = ct_dt_size(P->gi_dt);
+    if (nc == ld && nc == P->Cin)       /* tile rows and output rows are both contiguous */
+        ct_store_row(P->isa, cb, (R1 - R0) * nc, P->gi + R0 * P->Cin * es, P->gi_dt, pre, 0, 0);
+    else
+        for (int64_t r = R0; r < R1; r++)
+            ct_store_row(P->isa, cb + (r - R0) * ld, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, 0, 0);
+}
+
+/* gw, rows [p0, p1) (all valid for k .. k+nk-1), one co panel, every ci panel of the task */
+static inline void ct_gw_part(const ct_plan *P, int64_t k, int64_t nk, int64_t p0, int64_t p1, int64_t co,
+                              int64_t wq, int64_t I0, int64_t I1, int64_t C0, float *cb, int64_t ld,
+                              int64_t tile) {
+    if (p0 >= p1) return;
+    int64_t xs = (k - P->pad) * P->B;
+    const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + p0 * wq;
+    for (int64_t ci = I0; ci < I1; ci += CT_PX) {
+        int64_t wi = ct_min(CT_PX, P->Cin - ci);
+        const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (p0 + xs) * wi;
+        ct_gw_ukr(P->isa, nk, wi, wq, p1 - p0, Ap, wi, P->B * wi, Bq, wq, cb + (ci - I0) * ld + (co - C0), ld,
+                  tile);
+    }
+}
+
+/* gw task: k in [k0, k0+G) x ci [I0, I1) x co [C0, C1).  Row blocks of CT_KCW outermost (the DY block is
+ * reused by every k and ci of the task), then co panels (a DY micro-panel stays in L1), then k, then ci panels.
+ * Per element the order is rows ascending: one fp32 FMA chain, whatever the blocking. */
+static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
+    int64_t per_k = P->n_gw_ib * P->n_gw_ob;
+    int64_t kg = task / per_k, rem = task % per_k;
+    int64_t ib = rem / P->n_gw_ob, ob = rem % P->n_gw_ob;
+    int64_t k0 = kg * P->gw_kg, G = ct_min(P->gw_kg, P->K - k0);
+    int64_t I0 = ib * CT_MCW, I1 = ct_min(P->Cin, I0 + CT_MCW);
+    int64_t C0 = ob * CT_NCW, C1 = ct_min(P->Cout, C0 + CT_NCW), nc = C1 - C0;
+    int64_t ld = P->gw_ld, tile = (I1 - I0) * ld;
+    int direct = P->gw_dt == CT_DT_F32;                      /* accumulate in the output itself */
+    if (direct) {
+        cb = (float *)P->gw + (k0 * P->Cin + I0) * P->Cout + C0;
+        ld = P->Cout;
+        tile = P->Cin * P->Cout;
+    }
+    for (int64_t kk = 0; kk < G; kk++) {
+        if (nc == ld) memset(cb + kk * tile, 0, (size_t)((I1 - I0) * ld) * 4);
+        else for (int64_t r = 0; r < I1 - I0; r++) memset(cb + kk * tile + r * ld, 0, (size_t)nc * 4);
+    }
+    if (P->Xp) {
+        /* DY rows valid for k: [a_k, b_k), both non-increasing in k */
+        #define CT_GW_A(k) (ct_max(0, P->pad - (k)) * P->B)
+        #define CT_GW_B(k) (ct_min(P->T_out, P->T_in + P->pad - (k)) * P->B)
+        int64_t lo = CT_GW_A(k0 + G - 1), hi = CT_GW_B(k0);
+        for (int64_t q0 = lo; q0 < hi; q0 += CT_KCW) {
+            int64_t q1 = ct_min(hi, q0 + CT_KCW);
+            for (int64_t co = C0; co < C1; co += CT_PO) {
+                int64_t wq = ct_min(CT_PO, P->Cout - co);
+                for (int64_t ks = k0; ks < k0 + G; ks += P->gw_nkr) {
+                    int64_t nk = ct_min(P->gw_nkr, k0 + G - ks);
+                    float *cs = cb + (ks - k0) * tile;
+                    if (nk == 1) {
+                        ct_gw_part(P, ks, 1, ct_max(q0, CT_GW_A(ks)), ct_min(q1, CT_GW_B(ks)), co, wq, I0, I1,
+                                   C0, cs, ld, tile);
+                        continue;
+                    }
+                    /* rows valid for all nk: [ca, cz); the others of each k before / after them */
+                    int64_t ca = ct_max(q0, CT_GW_A(ks)), cz = ct_min(q1, CT_GW_B(ks + nk - 1));
+                    if (ca >= cz) ca = cz = q1;
+                    for (int64_t kk = 0; kk < nk; kk++)
+                        ct_gw_part(P, ks + kk, 1, ct_max(q0, CT_GW_A(ks + kk)), ct_min(ca, CT_GW_B(ks + kk)), co,
+                                   wq, I0, I1, C0, cs + kk * tile, ld, tile);
+                    ct_gw_part(P, ks, nk, ca, cz, co, wq, I0, I1, C0, cs, ld, tile);
+                    for (int64_t kk = 0; kk < nk; kk++)
+                        ct_gw_part(P, ks + kk, 1, ct_max(cz, CT_GW_A(ks + kk)), ct_min(q1, CT_GW_B(ks + kk)),
+                                   co, wq, I0, I1, C0, cs + kk * tile, ld, tile);
+                }
+            }
+        }
+        #undef CT_GW_A
+        #undef CT_GW_B
+    }
+    if (direct) return;
+    int64_t es = ct_dt_size(P->gw_dt);
+    for (int64_t kk = 0; kk < G; kk++) {
+        int64_t k = k0 + kk;
+        const float *t = cb + kk * tile;
+        if (nc == ld && nc == P->Cout)
+            ct_store_row(P->isa, t, (I1 - I0) * nc, P->gw + ((k * P->Cin + I0) * P->Cout) * es, P->gw_dt,
+                         CT_C_FP32, P->hif8_rnd, P->saturate);
+        else
+            for (int64_t ci = I0; ci < I1; ci++)
+                ct_store_row(P->isa, t + (ci - I0) * ld, nc, P->gw + ((k * P->Cin + ci) * P->Cout + C0) * es,
+                             P->gw_dt, CT_C_FP32, P->hif8_rnd, P->saturate);
+    }
+}
+
+static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
+    if (task < P->n_gi) ct_gi_task(P, task, cb);
+    else ct_gw_task(P, task - P->n_gi, cb);
+}
+
+/* gb[co] = sum of the chunk partial sums in chunk order (a tree fixed by the shape alone) */
+static void ct_finish_gb(const ct_plan *P) {
+    float acc[256];
+    int64_t es = ct_dt_size(P->gb_dt);
+    for (int64_t c0 = 0; c0 < P->Cout; c0 += 256) {
+        int64_t n = ct_min(256, P->Cout - c0);
+        for (int64_t j = 0; j < n; j++) acc[j] = 0.0f;
+        for (int64_t ch = 0; ch < P->n_dy_chunks; ch++) {
+            const float *g = P->gbp + ch * P->Cout + c0;
+            for (int64_t j = 0; j < n; j++) acc[j] += g[j];
+        }
+        ct_store_row(P->isa, acc, n, P->gb + c0 * es, P->gb_dt, CT_C_FP32, 0, 0);
+    }
+}
+
+#endif /* PYCONVTBC_CONV_GEMM_H */

@@ -1,0 +1,318 @@
+# cython: language_level=3
+"""The aclnnConvTbcBackward kernels: pack/round operands into the workspace, gi/gw/gb, output casts.
+
+Entry points (docs/developer.md, "Kernel entry points"): ``workspace_size`` and ``run``.  The work itself is
+C in ``_conv_gemm.h`` (register-blocked micro-kernels, AVX-512 / AVX2 / portable, chosen at run time); this
+module checks the arguments, lays out the workspace and schedules the tasks over OpenMP threads (through
+Cython's prange; the shim ``_openmp.pxd`` is the only other place OpenMP is named).
+
+Determinism: every output element is reduced by one thread in one fixed order, whatever the thread count,
+so results are bitwise identical for any ``num_threads`` in both modes (docs/performance.md, "Determinism").
+"""
+from cython.parallel cimport prange, parallel, threadid
+from ._openmp cimport pyconvtbc_omp_barrier
+from libc.stdint cimport int64_t, uintptr_t, uint8_t, uint16_t
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+
+# The scalar codecs (their C bodies must be emitted before _conv_gemm.h, which calls them).
+from ._fpround cimport round_hf32, f32_to_f16_bits, f32_to_bf16_bits, COMPUTE_FP32, COMPUTE_BF16
+
+cdef extern from "_conv_gemm.h" nogil:
+    ctypedef struct ct_src:
+        const char *base
+        int64_t s0, s1, s2
+        int dt
+    ctypedef struct ct_plan:
+        int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO
+        int compute, hbits, hrnd, hif8_rnd, saturate
+        ct_src dy, x, w
+        char *gi
+        char *gw
+        char *gb
+        int gi_dt, gw_dt, gb_dt
+        int isa
+        int64_t off_dyp, off_xp, off_wp, off_gbp, off_cbuf, cbuf_stride, n_cbuf, total_floats, nthreads_max
+        float *DYp
+        float *Xp
+        float *Wp
+        float *gbp
+        float *cbuf
+        int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi
+    int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
+                     int64_t nthreads, int gi_buf, int gw_buf)
+    int ct_isa_supported()
+    void ct_pack_task(const ct_plan *P, int64_t task)
+    void ct_comp_task(const ct_plan *P, int64_t task, float *cb)
+    void ct_finish_gb(const ct_plan *P)
+    # test hooks
+    void ct_decode_row(int isa, const char *src, int64_t stride, int dt, int64_t n, float *out)
+    void ct_round_row(int isa, float *v, int64_t n, int compute, int hbits, int hrnd)
+    void ct_store_row(int isa, const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat)
+    int CT_ALIGN
+    int64_t ct_blk[6]
+    int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512
+
+
+cdef int _isa_max = ct_isa_supported()
+cdef int _isa = _isa_max
+
+ISA_NAMES = {0: "portable", 1: "avx2", 2: "avx512"}
+
+# Below this many flops (4*T_out*B*Cin*Cout*K plus the packing passes) a call runs in the calling thread:
+# waking sleeping OpenMP workers can cost a scheduler tick (~4 ms on these VMs); see docs/performance.md.
+PARALLEL_MIN_FLOPS = 24_000_000
+cdef double _par_min = PARALLEL_MIN_FLOPS
+
+_IN_DTYPES = (0, 1, 27)
+_GW_DTYPES = (0, 1, 27, 34, 36)
+
+
+def isa():
+    """The instruction set the kernels use now: 'avx512', 'avx2' or 'portable'."""
+    return ISA_NAMES[_isa]
+
+
+def isa_supported():
+    """The best instruction set this CPU supports."""
+    return ISA_NAMES[_isa_max]
+
+
+def _set_parallel_min(flops=None):
+    """Testing hook: the work threshold below which a call runs serially (None: the default). Returns the old."""
+    global _par_min
+    old = _par_min
+    _par_min = PARALLEL_MIN_FLOPS if flops is None else float(flops)
+    return old
+
+
+cdef int _phase_mask = 7
+
+
+def _set_blocking(mci=None, nci=None, kci=None, mcw=None, ncw=None, kcw=None):
+    """Profiling hook: cache-blocking sizes (see _conv_gemm.h).  Returns the old ones.  Not thread safe;
+    kci changes gi's summation order (results stay correct, bits may change)."""
+    old = tuple(ct_blk[i] for i in range(6))
+    for i, v in enumerate((mci, nci, kci, mcw, ncw, kcw)):
+        if v is not None:
+            if v < 1 or (i in (1, 2, 4) and v % 32) or (i == 3 and v % 8) or (i == 0 and v % 42):
+                raise ValueError(f"bad blocking value {v}")
+            ct_blk[i] = v
+    return old
+
+
+def _set_phase_mask(mask=7):
+    """Profiling hook: run only some phases (1 pack, 2 gi, 4 gw; results are then garbage). Returns the old."""
+    global _phase_mask
+    old = _phase_mask
+    _phase_mask = int(mask)
+    return old
+
+
+def _set_isa(name):
+    """Testing hook: force a code path ('avx512', 'avx2', 'portable', or None for the best). Not thread safe."""
+    global _isa
+    if name is None:
+        _isa = _isa_max
+        return
+    want = {"portable": 0, "avx2": 1, "avx512": 2}[name]
+    if want > _isa_max:
+        raise ValueError(f"this CPU does not support {name}")
+    _isa = want
+
+
+cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, int gw_dt) except -1:
+    if len(shape) != 6:
+        raise ValueError(f"shape must be (T_in, B, Cin, Cout, K, pad), got {shape!r}")
+    T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
+    # fp32 outputs accumulate in place; other dtypes (and gi rounded to FP16/BF16 first) need fp32 tiles
+    cdef int gi_buf = gi_dt != 0 or compute == 2 or compute == 3
+    cdef int gw_buf = gw_dt != 0
+    if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf) != 0:
+        raise ValueError(f"invalid or too large shape {tuple(shape)!r}")
+    return 0
+
+
+def workspace_size(shape, compute, dtypes, num_threads, deterministic):
+    """Bytes of workspace ``run`` needs for this problem (packed operands, gb partial sums, per-thread tiles)."""
+    cdef ct_plan P
+    if len(dtypes) != 6:
+        raise ValueError(f"dtypes must be (dy, x, w, gi, gw, gb) codes, got {dtypes!r}")
+    _plan(&P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
+    if P.total_floats == 0:
+        return 0
+    return int(P.total_floats) * 4 + CT_ALIGN   # + alignment slack
+
+
+cdef int _src(ct_src *s, op, str name) except -1:
+    if len(op) != 5:
+        raise ValueError(f"{name} must be (address, bs0, bs1, bs2, dtype), got {op!r}")
+    addr, s0, s1, s2, dt = [int(v) for v in op]
+    if dt not in _IN_DTYPES:
+        raise ValueError(f"{name}: unsupported dtype code {dt}")
+    s.base = <const char *><uintptr_t>addr
+    s.s0 = s0
+    s.s1 = s1
+    s.s2 = s2
+    s.dt = dt
+    return 0
+
+
+cdef char *_out(op, str name, tuple allowed, int *dt, Py_ssize_t n) except? NULL:
+    if len(op) != 2:
+        raise ValueError(f"{name} must be (address, dtype), got {op!r}")
+    addr, code = int(op[0]), int(op[1])
+    if code not in allowed:
+        raise ValueError(f"{name}: unsupported dtype code {code}")
+    if n > 0 and addr == 0:
+        raise ValueError(f"{name}: null address for a non-empty output")
+    dt[0] = code
+    return <char *><uintptr_t>addr
+
+
+def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, deterministic):
+    """Compute gradInput, gradWeight, gradBias (docs/developer.md).  Releases the GIL for all the work."""
+    cdef ct_plan P
+    cdef Py_ssize_t nt = max(1, int(num_threads))
+    if len(mode) != 5:
+        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate), got {mode!r}")
+    cdef int compute = int(mode[0])
+    if compute < COMPUTE_FP32 or compute > COMPUTE_BF16:
+        raise ValueError(f"unknown compute precision {compute}")
+    if len(gi) != 2 or len(gw) != 2:
+        raise ValueError("gi and gw must be (address, dtype)")
+    _plan(&P, shape, nt, compute, int(gi[1]), int(gw[1]))
+    _src(&P.dy, dy, "dy")
+    _src(&P.x, x, "x")
+    _src(&P.w, w, "w")
+    P.gi = _out(gi, "gi", _IN_DTYPES, &P.gi_dt, P.RI * P.Cin)
+    P.gw = _out(gw, "gw", _GW_DTYPES, &P.gw_dt, P.K * P.Cin * P.Cout)
+    P.gb = _out(gb, "gb", _IN_DTYPES, &P.gb_dt, P.Cout)
+    P.compute = compute
+    P.hbits = int(mode[1])
+    P.hrnd = int(mode[2])
+    P.hif8_rnd = int(mode[3])
+    P.saturate = 1 if mode[4] else 0
+    P.isa = _isa
+    cdef uintptr_t base = <uintptr_t>int(ws_ptr)
+    cdef int64_t size = int(ws_size)
+    cdef uintptr_t aligned
+    cdef float *fb = NULL
+    if P.total_floats > 0:
+        if base == 0:
+            raise ValueError("workspace is null")
+        aligned = (base + <uintptr_t>(CT_ALIGN - 1)) & ~(<uintptr_t>(CT_ALIGN - 1))
+        if size - <int64_t>(aligned - base) < P.total_floats * 4:
+            raise ValueError(f"workspace of {size} bytes is too small; need {P.total_floats * 4 + CT_ALIGN}")
+        fb = <float *>aligned
+    P.DYp = fb + P.off_dyp if (fb != NULL and P.off_xp > P.off_dyp) else NULL
+    P.Xp = fb + P.off_xp if (fb != NULL and P.off_wp > P.off_xp) else NULL
+    P.Wp = fb + P.off_wp if (fb != NULL and P.off_gbp > P.off_wp) else NULL
+    P.gbp = fb + P.off_gbp if fb != NULL else NULL
+    P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
+    cdef double work = 4.0 * <double>P.RO * <double>P.Cin * <double>P.Cout * <double>P.K
+    work += 8.0 * (<double>P.RO * P.Cout + <double>P.RI * P.Cin)
+    cdef int threads = <int>P.nthreads_max
+    if work < _par_min:
+        threads = 1
+    with nogil:
+        _execute(&P, threads)
+
+
+cdef void _execute(ct_plan *P, int threads) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef Py_ssize_t n_pack = P.n_pack
+    cdef Py_ssize_t n_comp = P.n_comp
+    cdef Py_ssize_t c0 = 0
+    if _phase_mask != 7:                 # profiling only
+        if not (_phase_mask & 1):
+            n_pack = 0
+        if not (_phase_mask & 2):
+            c0 = P.n_gi
+        if not (_phase_mask & 4):
+            n_comp = P.n_gi
+    _stamp(0)
+    if threads <= 1:
+        for i in range(n_pack):
+            ct_pack_task(P, i)
+        _stamp(1)
+        for i in range(c0, n_comp):
+            ct_comp_task(P, i, P.cbuf)
+            if i == P.n_gi - 1:
+                _stamp(2)
+    else:
+        with parallel(num_threads=threads):
+            for i in prange(n_pack, schedule="dynamic"):
+                ct_pack_task(P, i)
+            pyconvtbc_omp_barrier()       # Cython ends a prange inside parallel() with "nowait"
+            for i in prange(c0, n_comp, schedule="dynamic"):
+                ct_comp_task(P, i, P.cbuf + threadid() * P.cbuf_stride)
+    _stamp(3)
+    if P.Cout > 0:
+        ct_finish_gb(P)
+    _stamp(4)
+
+
+cdef double _stamps[5]
+
+cdef inline void _stamp(int i) noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    _stamps[i] = ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+def _last_stamps():
+    """Profiling hook: seconds spent in (pack, first compute tasks, the rest, gb) by the last call."""
+    return tuple(_stamps[i + 1] - _stamps[i] for i in range(4))
+
+
+# ---- test hooks: the vector row codecs of every instruction set, against the scalar codecs --------------
+def _codec_rows(const float[::1] v, int compute, int hbits, int hrnd, str isa_name):
+    """(rounded fp32, f16 bits, bf16 bits) of v through one code path's row codecs (tests only)."""
+    import numpy as np
+    cdef int which = {"portable": 0, "avx2": 1, "avx512": 2}[isa_name]
+    if which > _isa_max:
+        raise ValueError(f"this CPU does not support {isa_name}")
+    n = v.shape[0]
+    r = np.array(v, dtype=np.float32)
+    h = np.empty(n, dtype=np.uint16)
+    b = np.empty(n, dtype=np.uint16)
+    cdef float[::1] rv = r
+    cdef uint16_t[::1] hv = h
+    cdef uint16_t[::1] bv = b
+    if n:
+        ct_round_row(which, &rv[0], n, compute, hbits, hrnd)
+        ct_store_row(which, &v[0], n, <char *>&hv[0], 1, 0, 0, 0)
+        ct_store_row(which, &v[0], n, <char *>&bv[0], 27, 0, 0, 0)
+    return r, h, b
+
+
+def _decode_rows(const uint16_t[::1] h, int dt, str isa_name):
+    """fp32 of 16-bit codes (dt 1 = FLOAT16, 27 = BF16) through one code path's row decoder (tests only)."""
+    import numpy as np
+    cdef int which = {"portable": 0, "avx2": 1, "avx512": 2}[isa_name]
+    if which > _isa_max:
+        raise ValueError(f"this CPU does not support {isa_name}")
+    n = h.shape[0]
+    out = np.empty(n, dtype=np.float32)
+    cdef float[::1] ov = out
+    if n:
+        ct_decode_row(which, <const char *>&h[0], 2, dt, n, &ov[0])
+    return out
+
+
+def _scalar_codecs(const float[::1] v, int hbits, int hrnd):
+    """The _fpround scalar codecs on v: (round_hf32, f16 bits, bf16 bits) (tests only)."""
+    import numpy as np
+    n = v.shape[0]
+    r = np.empty(n, dtype=np.float32)
+    h = np.empty(n, dtype=np.uint16)
+    b = np.empty(n, dtype=np.uint16)
+    cdef float[::1] rv = r
+    cdef uint16_t[::1] hv = h
+    cdef uint16_t[::1] bv = b
+    cdef Py_ssize_t i
+    for i in range(n):
+        rv[i] = round_hf32(v[i], hbits, hrnd)
+        hv[i] = f32_to_f16_bits(v[i])
+        bv[i] = f32_to_bf16_bits(v[i])
+    return r, h, b
