@@ -17,6 +17,7 @@ EIGHT_BIT = (int(DT.ACL_HIFLOAT8), int(DT.ACL_FLOAT8_E4M3FN))
 FORMATS = (int(aclFormat.ACL_FORMAT_ND), int(aclFormat.ACL_FORMAT_NCL))
 RANKS = {"self": 3, "input": 3, "weight": 3, "bias": 1, "gradInput": 3, "gradWeight": 3, "gradBias": 1}
 PAD_MAX = 255
+INT64_MAX = 2 ** 63 - 1
 
 
 class Invalid(Exception):
@@ -58,7 +59,11 @@ def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tenso
     for n in NAMES:
         if not is_descriptor(t[n]):
             obj = t[n]
-            what = "a destroyed aclTensor" if getattr(obj, "destroyed", False) else f"a {type(obj).__name__}"
+            try:
+                destroyed = getattr(obj, "destroyed", False) is True
+            except Exception:  # an object whose attributes raise: still just "not a descriptor"
+                destroyed = False
+            what = "a destroyed aclTensor" if destroyed else f"a {type(obj).__name__}"
             raise Invalid(INVALID, f"{n} is {what}; expected {expected}")
     # 2. data types
     for n in NAMES:
@@ -88,6 +93,9 @@ def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tenso
     if not _is_int(pad) or not 0 <= pad <= PAD_MAX:
         raise Invalid(INVALID, f"pad is {pad!r}; expected an integer in [0, {PAD_MAX}]")
     pad = int(pad)
+    if T_in + 2 * pad + 1 > INT64_MAX:  # the kernels compute T_in + 2*pad - K + 1 in int64, left to right
+        raise Invalid(INVALID, f"T_in + 2*pad + 1 = {T_in} + 2*{pad} + 1 overflows int64; expected a smaller "
+                      "input (an input this long can only be empty)")
     T_out = T_in + 2 * pad - K + 1
     if T_out < 0:
         raise Invalid(INVALID, f"T_out = T_in + 2*pad - K + 1 = {T_in} + 2*{pad} - {K} + 1 = {T_out}; "

@@ -15,12 +15,38 @@ from ._validation import NAMES, Invalid, check
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, acl_dtype_of_numpy
 from .enums import ACL_OPT_DETERMINISTIC
 from .profiles import get_profile, resolve_options
-from .status import (ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS,
-                     AclnnError, set_error)
+from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
+                     ACLNN_SUCCESS, AclnnError, set_error)
 from .tensor import aclTensor
 
 PHASE1 = "aclnnConvTbcBackwardGetWorkspaceSize"
 PHASE2 = "aclnnConvTbcBackward"
+MAX_THREADS = 1024  # num_threads / $PYCONVTBC_NUM_THREADS above this are a 161002
+
+
+def _threads(requested):
+    """effective_threads with every bad value (type, range, environment) turned into a ValueError."""
+    import os
+    what = "num_threads"
+    if requested is None and os.environ.get("PYCONVTBC_NUM_THREADS", "").strip():
+        what = "PYCONVTBC_NUM_THREADS"
+        requested = os.environ["PYCONVTBC_NUM_THREADS"].strip()
+        if not requested.isdigit():
+            raise ValueError(f"{what} is {requested!r}; expected an integer in [1, {MAX_THREADS}]")
+        requested = int(requested)
+    try:
+        n = effective_threads(requested)
+    except (ValueError, TypeError, OverflowError):
+        raise ValueError(f"{what} is {requested!r}; expected an integer in [1, {MAX_THREADS}]")
+    if n > MAX_THREADS or (requested is not None and requested > MAX_THREADS):
+        raise ValueError(f"{what} is {requested!r}; expected an integer in [1, {MAX_THREADS}]")
+    return n
+
+
+def _internal(fn, e):
+    """Last resort: an unexpected exception is a bug; report it as a status, never raise (CANN layer)."""
+    return set_error(ACLNN_ERR_INNER, f"{fn}: internal error ({type(e).__name__}: {e}); this is a pyconvtbc bug, "
+                     "please report it")
 
 
 # ---- executor ------------------------------------------------------------------------------------
@@ -65,12 +91,15 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self, input, weight, bias, pad, cube_ma
         options = resolve_options(profile)
         plan = make_plan(info, [tensors[n].data_type for n in ("self", "input", "weight", "gradInput",
                                                                 "gradWeight", "gradBias")],
-                         options, effective_threads(None), _effective_deterministic(profile))
+                         options, _threads(None), _effective_deterministic(profile))
+        executor = aclOpExecutor(plan, {n: _snapshot(t) for n, t in tensors.items()})
     except Invalid as e:
         return set_error(e.status, f"{PHASE1}: {e.message}"), 0, None
-    except ValueError as e:  # a bad process setting (environment variable, option)
+    except ValueError as e:  # a bad process setting (environment variable, option), or a shape too large
         return set_error(ACLNN_ERR_PARAM_INVALID, f"{PHASE1}: {e}"), 0, None
-    return ACLNN_SUCCESS, plan.workspace_size, aclOpExecutor(plan, {n: _snapshot(t) for n, t in tensors.items()})
+    except Exception as e:  # never raise out of the CANN layer
+        return _internal(PHASE1, e), 0, None
+    return ACLNN_SUCCESS, plan.workspace_size, executor
 
 
 def aclSetAclOpExecutorRepeatable(executor):
@@ -104,6 +133,19 @@ def _memory_problem(tensors):
 
 def aclnnConvTbcBackward(workspace, workspace_size, executor, stream):
     """Phase 2: check the workspace and executor, enqueue the work on ``stream``, return at once."""
+    try:
+        return _phase2(workspace, workspace_size, executor, stream)
+    except Exception as e:  # never raise out of the CANN layer
+        if isinstance(executor, aclOpExecutor) and not executor.repeatable:
+            executor.state = "used"
+        return _internal(PHASE2, e)
+
+
+def _span_overlap(a, b):
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
+def _phase2(workspace, workspace_size, executor, stream):
     def fail(status, msg, release=True):
         if release and isinstance(executor, aclOpExecutor) and not executor.repeatable:
             executor.state = "used"
@@ -140,15 +182,30 @@ def aclnnConvTbcBackward(workspace, workspace_size, executor, stream):
     problem = _memory_problem(tensors)
     if problem:
         return fail(ACLNN_ERR_PARAM_INVALID, problem)
-    # Resolve addresses now; the task holds the arrays, so freed memory is never touched.
-    keep = [t.data.array() for t in tensors.values() if t.data is not None and t.numel]
-    ws_arr = workspace.array() if required else None
-    ops = {n: tensors[n].kernel_operand() for n in NAMES}
+    if required:
+        ws_span = (workspace.allocation_id, workspace.offset, workspace.offset + required)
+        for n in NAMES:
+            span = tensors[n].byte_span()
+            if _span_overlap(ws_span, span):
+                return fail(ACLNN_ERR_PARAM_INVALID, f"workspace (bytes {ws_span[1]}..{ws_span[2]}) overlaps {n} "
+                            f"(bytes {span[1]}..{span[2]}) in the same device buffer; expected a workspace that "
+                            "overlaps no tensor")
+    # Resolve addresses now; the task holds the arrays, so freed memory is never touched.  A buffer freed by
+    # another thread since the check above makes array() raise: report it like the check would have.
+    try:
+        keep = [t.data.array() for t in tensors.values() if t.data is not None and t.numel]
+        ws_arr = workspace.array() if required else None
+        ops = {n: tensors[n].kernel_operand() for n in NAMES}
+    except ValueError as e:
+        return fail(ACLNN_ERR_PARAM_INVALID, f"a device buffer was freed while the call was being made: {e}")
 
     def task():
         problem = _memory_problem(tensors)  # freed between enqueue and execution?
         if problem:
             return ACLNN_ERR_PARAM_INVALID, f"{PHASE2}: {problem}"
+        if ws_arr is not None and workspace.freed:
+            return ACLNN_ERR_PARAM_INVALID, (f"{PHASE2}: the workspace {workspace!r} was freed; expected live "
+                                             "memory from aclrtMalloc until the work has run")
         run_plan(plan, ops["self"], ops["input"], ops["weight"],
                  (ops["gradInput"][0], ops["gradInput"][-1]), (ops["gradWeight"][0], ops["gradWeight"][-1]),
                  (ops["gradBias"][0], ops["gradBias"][-1]),
@@ -187,10 +244,26 @@ def _grad_weight_code(value, weight_desc):
         return _GW_NAMES.get(value.lower(), value)
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value)
-    try:
-        return acl_dtype_of_numpy(np.dtype(value))
-    except TypeError:
-        return value
+    if not isinstance(value, bool):
+        try:
+            return acl_dtype_of_numpy(np.dtype(value))
+        except Exception:  # not a dtype: validation rejects it, naming it
+            pass
+    return _NotADtype(value)
+
+
+class _NotADtype:
+    """A grad_weight_dtype that names no data type: compares equal to no code, prints as the value given."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        try:
+            return repr(self.value)
+        except Exception:
+            return f"<{type(self.value).__name__}>"
 
 
 _ws_cache = threading.local()
@@ -246,9 +319,9 @@ def conv_tbc_backward(grad_output, input, weight, bias, pad=0, *, cube_math_type
     try:
         options = resolve_options(profile, hf32_rounding=hf32_rounding, hf32_mantissa_bits=hf32_mantissa_bits,
                                   hif8_rounding=hif8_rounding, saturate=saturate)
-        threads = effective_threads(num_threads)
-    except ValueError as e:
-        err(ACLNN_ERR_PARAM_INVALID, e)
+        threads = _threads(num_threads)
+    except (ValueError, TypeError) as e:  # TypeError: an unhashable option value
+        err(ACLNN_ERR_PARAM_INVALID, e if isinstance(e, ValueError) else f"an emulation option is not valid ({e})")
     if deterministic is None:
         deterministic = profile.deterministic_default
     elif not isinstance(deterministic, (bool, np.bool_, int)) or deterministic not in (0, 1):

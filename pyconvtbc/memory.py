@@ -7,11 +7,16 @@ its array dropped; every later use of a pointer into it is an error status, neve
 already enqueued on a stream holds its own reference to the array, so it never touches freed memory.
 """
 import itertools
+import os
 import threading
 
 import numpy as np
 
 ALIGNMENT = 64
+# Memory-checker builds (docs/reliability.md): with PYCONVTBC_EXACT_DEVICE_ALLOC=1 each allocation is exactly
+# its size (no alignment slack after it), so AddressSanitizer / valgrind see a one-byte overrun of a device
+# buffer.  Addresses are then only 16-byte aligned (NumPy's malloc), which the kernels accept.
+EXACT = os.environ.get("PYCONVTBC_EXACT_DEVICE_ALLOC", "") not in ("", "0")
 _ids = itertools.count(1)
 _live_lock = threading.Lock()
 _live = {}  # id -> _Allocation, for aclFinalize
@@ -21,9 +26,12 @@ class _Allocation:
     __slots__ = ("id", "size", "mem", "freed", "__weakref__")
 
     def __init__(self, size):
-        raw = np.zeros(size + ALIGNMENT, dtype=np.uint8)
-        start = (-raw.ctypes.data) % ALIGNMENT
-        self.mem = raw[start:start + size]
+        if EXACT:
+            self.mem = np.zeros(size, dtype=np.uint8)
+        else:
+            raw = np.zeros(size + ALIGNMENT, dtype=np.uint8)
+            start = (-raw.ctypes.data) % ALIGNMENT
+            self.mem = raw[start:start + size]
         self.size = size
         self.freed = False
         self.id = next(_ids)
@@ -112,6 +120,8 @@ def host_bytes(obj, writable):
     if isinstance(obj, DevicePtr):
         raise ValueError("expected a host buffer, got a device pointer")
     if isinstance(obj, np.ndarray):  # also dtypes the buffer protocol cannot spell (bfloat16, float8)
+        if obj.dtype.hasobject:
+            raise ValueError("the host buffer holds Python objects (dtype object); expected raw data")
         if not obj.flags.c_contiguous:
             raise ValueError("the host buffer is not C-contiguous")
         if writable and not obj.flags.writeable:
@@ -119,10 +129,13 @@ def host_bytes(obj, writable):
         return obj.reshape(-1).view(np.uint8)
     try:
         mv = memoryview(obj)
-    except TypeError:
+    except (TypeError, ValueError, BufferError):
         raise ValueError(f"expected a host buffer (an object with the buffer protocol), got {type(obj).__name__}")
     if not mv.c_contiguous:
         raise ValueError("the host buffer is not C-contiguous")
     if writable and mv.readonly:
         raise ValueError("the destination host buffer is read-only")
-    return np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
+    try:
+        return np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
+    except (TypeError, ValueError, BufferError) as e:
+        raise ValueError(f"the host buffer cannot be read as bytes ({e})")

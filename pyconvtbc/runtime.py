@@ -249,10 +249,13 @@ class aclrtStream:
         return err
 
     def _destroy(self):
-        err = self.synchronize()
+        """Refuse new work, let the queued work run, stop the worker; return the first recorded failure."""
         with self._cv:
-            self._destroyed = True
+            self._destroyed = True          # from now on enqueue raises: no task can slip in after the drain
             self._cv.notify_all()
+            while self._queue or self._busy:
+                self._cv.wait()
+            err, self._error = self._error, None
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()

@@ -83,8 +83,21 @@ class aclTensor:
             return f"storage dims {list(self.storage_dims)} hold {storage_bytes} bytes; expected at most 2^63-1"
         if self.data is not None and self.data.freed:
             return f"its device buffer {self.data!r} was freed; expected live memory from aclrtMalloc"
+        for s in strides:  # the kernels take byte strides as int64
+            if s * self.itemsize > INT64_MAX:
+                return (f"strides {list(strides)} reach {s * self.itemsize} bytes per step; expected byte strides "
+                        "within int64")
+        if self.numel * self.itemsize > INT64_MAX:
+            return (f"view dims {list(dims)} hold {self.numel * self.itemsize} bytes; expected a byte size "
+                    "within int64")
         if any(d == 0 for d in dims):
-            return None  # an empty view reads and writes nothing
+            return None  # an empty view reads and writes nothing (docs/decisions.md)
+        if self.offset >= storage_elems:
+            return (f"offset {self.offset} is past the end of its storage of {storage_elems} elements "
+                    f"(storage dims {list(self.storage_dims)})")
+        if self.data is not None and storage_bytes > self.data.nbytes:
+            return (f"its storage needs {storage_bytes} bytes but its device buffer {self.data!r} holds "
+                    f"{self.data.nbytes}; expected the storage inside the buffer")
         extent = self.extent()
         if extent * self.itemsize > INT64_MAX:
             return (f"view dims {list(dims)} with strides {list(strides)} and offset {self.offset} reach "
@@ -95,9 +108,6 @@ class aclTensor:
                     f"(storage dims {list(self.storage_dims)})")
         if self.data is None:
             return "it has no device buffer (tensor_data is None); expected a buffer holding its storage"
-        if storage_bytes > self.data.nbytes:
-            return (f"its storage needs {storage_bytes} bytes but its device buffer {self.data!r} holds "
-                    f"{self.data.nbytes}; expected the storage inside the buffer")
         return None
 
     def byte_span(self):
