@@ -1,6 +1,6 @@
 """Benchmark: pyconvtbc.conv_tbc_backward against torch.ops.aten.conv_tbc_backward (issue 4).
 
-    python bench/run.py                  # the full matrix (about 15-25 minutes on 2 cores)
+    python bench/run.py                  # the full matrix (about 6 minutes on 2 quiet cores)
     python bench/run.py --quick          # a few cases, fewer repetitions
     python bench/run.py -k small -k t2   # only cases whose name contains every filter
     python bench/run.py --md out.md      # also write the table as Markdown

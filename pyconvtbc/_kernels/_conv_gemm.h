@@ -54,7 +54,8 @@ static int64_t ct_blk[CT_B_N] = {
 #define CT_MCW (ct_blk[CT_B_MCW])
 #define CT_NCW (ct_blk[CT_B_NCW])
 #define CT_KCW (ct_blk[CT_B_KCW])
-#define CT_PR 2048        /* pack: rows per task; gb partial sums per CT_PR rows (fixed: deterministic) */
+#define CT_PR 2048        /* pack: rows per task */
+#define CT_GBR 256        /* gb: rows per partial sum (fixed: part of gb's summation order) */
 #define CT_XG 16          /* pack: Xp panels per task */
 #define CT_ALIGN 64
 
@@ -87,12 +88,13 @@ typedef struct {
     float *DYp, *Xp, *Wp, *gbp, *cbuf;
     /* tasks */
     int64_t nq, nxp, nwp;                 /* panels: DY co-panels, X ci-panels(8), W ci-panels(32) */
-    int64_t n_dy_chunks, n_x_chunks, n_xg;
+    int64_t n_dy_chunks, n_x_chunks, n_xg, n_gb_parts;
     int64_t n_pack_dy, n_pack_x, n_pack_w, n_pack;
     int64_t n_gi_rb, n_gi_jb, n_gi, n_gw_ib, n_gw_ob, n_gw, n_comp;
     int64_t gi_ld, gw_ld;                 /* leading dims of the task tiles in cbuf */
     int64_t gw_kg;                        /* k per gw task */
     int64_t gw_nkr;                       /* k per register pass of the gw micro-kernel (narrow channels) */
+    int64_t gw_mc, gw_nc;                 /* ci and co per gw task */
     int64_t nthreads_max;                 /* threads the workspace was laid out for (<= compute tasks) */
 } ct_plan;
 
@@ -136,27 +138,38 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->n_gi_rb = Cin > 0 ? ct_cdiv(P->RI, CT_MCI) : 0;
     P->n_gi_jb = ct_cdiv(Cin, CT_NCI);
     P->n_gi = P->n_gi_rb * P->n_gi_jb;
-    P->n_gw_ib = ct_cdiv(Cin, CT_MCW);
-    P->n_gw_ob = ct_cdiv(Cout, CT_NCW);
-    /* narrow channels: one gw task covers up to 3 k (the accumulators of 3 x 8 ci x 16 co fit the registers) */
     /* k per register pass: narrow channels keep up to 3 k x 8 ci x 16 co accumulators in registers */
     P->gw_nkr = (Cout <= 16 && K > 0) ? ct_max(1, ct_min(K, ct_min(3, 24 / ct_max(1, ct_min(CT_PX, Cin))))) : 1;
-    /* k per task: the DY rows of a row block are reused by every k of the task; its fp32 tiles (k x ci x co)
-     * should stay within ~512 KiB of L2.  Groups are balanced (K = 5 -> 3 + 2, not 4 + 1). */
+    /* gw tasks: k groups x ci blocks x co blocks.  k per task: the DY rows of a row block are reused by every
+     * k of the task; its fp32 tiles (k x ci x co) should stay within ~512 KiB of L2; groups are balanced
+     * (K = 5 -> 3 + 2, not 4 + 1).  Then, while there are fewer than 4 tasks (2 threads could not share gw
+     * with gi), split: k groups down to the register pass, then ci blocks, then co blocks.  All decided by
+     * the shape alone (and none of it changes a gw sum: each element is one chain over the rows). */
+    P->gw_mc = ct_min(CT_MCW, ct_up(ct_max(Cin, 1), CT_PX));
+    P->gw_nc = ct_min(CT_NCW, ct_up(ct_max(Cout, 1), CT_PO));
     if (K > 0) {
-        int64_t tile = ct_max(1, ct_min(CT_MCW, Cin) * ct_min(CT_NCW, Cout) * 4);
+        int64_t tile = ct_max(1, ct_min(P->gw_mc, Cin) * ct_min(P->gw_nc, Cout) * 4);
         int64_t gmax = ct_max(P->gw_nkr, ct_min(K, (512 * 1024) / tile));
-        int64_t ng = ct_cdiv(K, gmax);
-        P->gw_kg = ct_cdiv(K, ng);
+        P->gw_kg = ct_cdiv(K, ct_cdiv(K, gmax));
+        for (;;) {
+            int64_t nt = ct_cdiv(K, P->gw_kg) * ct_cdiv(Cin, P->gw_mc) * ct_cdiv(Cout, P->gw_nc);
+            if (nt >= 4) break;
+            if (P->gw_kg > P->gw_nkr) P->gw_kg = ct_max(P->gw_nkr, P->gw_kg / 2);
+            else if (P->gw_mc > CT_PX && P->gw_mc < 2 * Cin) P->gw_mc = ct_up(P->gw_mc / 2, CT_PX);
+            else if (P->gw_nc > CT_PO && P->gw_nc < 2 * Cout) P->gw_nc = ct_up(P->gw_nc / 2, CT_PO);
+            else break;
+        }
     } else {
         P->gw_kg = 1;
     }
+    P->n_gw_ib = ct_cdiv(Cin, P->gw_mc);
+    P->n_gw_ob = ct_cdiv(Cout, P->gw_nc);
     P->n_gw = ct_cdiv(K, P->gw_kg) * P->n_gw_ib * P->n_gw_ob;
     P->n_comp = P->n_gi + P->n_gw;
     P->gi_ld = ct_min(CT_NCI, Cin);
-    P->gw_ld = ct_min(CT_NCW, Cout);
+    P->gw_ld = ct_min(P->gw_nc, Cout);
     int64_t cb = ct_max(gi_buf ? ct_min(CT_MCI, P->RI) * P->gi_ld : 0,
-                        gw_buf ? P->gw_kg * ct_min(CT_MCW, Cin) * P->gw_ld : 0);
+                        gw_buf ? P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld : 0);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
     P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
@@ -166,7 +179,8 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->off_dyp = o; o += ct_up(prod ? nd : 0, CT_ALIGN / 4);
     P->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
     P->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
-    P->off_gbp = o; o += ct_up(ct_mul_ok(P->n_dy_chunks, Cout, &ok), CT_ALIGN / 4);
+    P->n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
+    P->off_gbp = o; o += ct_up(ct_mul_ok(P->n_gb_parts, Cout, &ok), CT_ALIGN / 4);
     P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
     if (!ok || o > INT64_MAX / 8) return -1;
     P->total_floats = o;
@@ -354,12 +368,13 @@ static CT_T512 void ct_store_row_512(const float *acc, int64_t n, char *dst, int
 /* gi micro-kernel, M rows x (NV*16 >= n) columns, accumulators in registers.
  * C[i][j] += sum_{kk<nk} sum_{c=c0}^{c1-1} DY(row0 + kk*dk + i, c) * Bp[kk*bk + (c-c0)*n + j]
  * (nk consecutive k: the DY row moves by dk = -B and the weight panel by bk = Cin*Cout per k). */
-CT_I512 void ct_gi_body_512(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
-                            int64_t dk, int64_t nk, int64_t c0, int64_t c1, int64_t Cout, const float *Bp,
-                            int64_t bk, float *C, int64_t ldc) {
-    __m512 acc[14][2];
+CT_I512 void ct_gi_body_512(const int M, const int NV, const int WQ, int64_t n, const float *DYp, int64_t RO,
+                            int64_t row0, int64_t dk, int64_t nk, int64_t c0, int64_t c1, int64_t Cout,
+                            const float *Bp, int64_t bk, float *C, int64_t ldc) {
+    /* WQ > 0: the caller guarantees Cout == WQ (one narrow panel), so row addresses are constants */
+    __m512 acc[28][2];
     __mmask16 k0 = ct_mask16(n), k1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
-    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
         acc[i][0] = _mm512_maskz_loadu_ps(k0, C + i * ldc);
         if (NV == 2) acc[i][1] = _mm512_maskz_loadu_ps(k1, C + i * ldc + 16);
     }
@@ -377,7 +392,7 @@ CT_I512 void ct_gi_body_512(const int M, const int NV, int64_t n, const float *D
                 for (int64_t l = 0; l < cnt; l++) {
                     __m512 b0 = _mm512_maskz_loadu_ps(k0, B), b1 = _mm512_setzero_ps();
                     if (NV == 2) b1 = _mm512_maskz_loadu_ps(k1, B + 16);
-                    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+                    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
                         __m512 av = _mm512_set1_ps(A[i * CT_PO + l]);
                         acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
                         if (NV == 2) acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
@@ -385,11 +400,12 @@ CT_I512 void ct_gi_body_512(const int M, const int NV, int64_t n, const float *D
                     B += n;
                 }
             } else {
+                const int64_t W = WQ > 0 ? WQ : wq;
                 for (int64_t l = 0; l < cnt; l++) {
                     __m512 b0 = _mm512_maskz_loadu_ps(k0, B), b1 = _mm512_setzero_ps();
                     if (NV == 2) b1 = _mm512_maskz_loadu_ps(k1, B + 16);
-                    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
-                        __m512 av = _mm512_set1_ps(A[i * wq + l]);
+                    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
+                        __m512 av = _mm512_set1_ps(A[i * W + l]);
                         acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
                         if (NV == 2) acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
                     }
@@ -399,24 +415,50 @@ CT_I512 void ct_gi_body_512(const int M, const int NV, int64_t n, const float *D
             c = cend;
         }
     }
-    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
         _mm512_mask_storeu_ps(C + i * ldc, k0, acc[i][0]);
         if (NV == 2) _mm512_mask_storeu_ps(C + i * ldc + 16, k1, acc[i][1]);
     }
 }
 
+#define CT_GI512_ARGS n, DYp, RO, row0, dk, nk, c0, c1, Cout, Bp, bk, C, ldc
 #define CT_GI512_CASE(MM) \
-    case MM: { if (nv == 2) ct_gi_body_512(MM, 2, n, DYp, RO, row0, dk, nk, c0, c1, Cout, Bp, bk, C, ldc); \
-               else ct_gi_body_512(MM, 1, n, DYp, RO, row0, dk, nk, c0, c1, Cout, Bp, bk, C, ldc); } break;
+    case MM: { if (nv == 2) ct_gi_body_512(MM, 2, 0, CT_GI512_ARGS); \
+               else ct_gi_body_512(MM, 1, 0, CT_GI512_ARGS); } break;
+#define CT_GI512_CASE1(MM) \
+    case MM: ct_gi_body_512(MM, 1, 0, CT_GI512_ARGS); break;
 
 static CT_T512 void ct_gi_ukr_512(int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t dk,
                                   int64_t nk, int64_t c0, int64_t c1, int64_t Cout, const float *Bp, int64_t bk,
                                   float *C, int64_t ldc) {
     int nv = n > 16 ? 2 : 1;
+    /* full tiles over one narrow panel: constant row strides (no per-row address registers to spill) */
+    if (Cout == 2 || Cout == 4 || Cout == 8 || Cout == 16) {
+        if (nv == 1 && m == 28) {
+            switch (Cout) {
+                case 2: ct_gi_body_512(28, 1, 2, CT_GI512_ARGS); return;
+                case 4: ct_gi_body_512(28, 1, 4, CT_GI512_ARGS); return;
+                case 8: ct_gi_body_512(28, 1, 8, CT_GI512_ARGS); return;
+                default: ct_gi_body_512(28, 1, 16, CT_GI512_ARGS); return;
+            }
+        }
+        if (nv == 2 && m == 14) {
+            switch (Cout) {
+                case 2: ct_gi_body_512(14, 2, 2, CT_GI512_ARGS); return;
+                case 4: ct_gi_body_512(14, 2, 4, CT_GI512_ARGS); return;
+                case 8: ct_gi_body_512(14, 2, 8, CT_GI512_ARGS); return;
+                default: ct_gi_body_512(14, 2, 16, CT_GI512_ARGS); return;
+            }
+        }
+    }
     switch (m) {
         CT_GI512_CASE(1) CT_GI512_CASE(2) CT_GI512_CASE(3) CT_GI512_CASE(4) CT_GI512_CASE(5)
         CT_GI512_CASE(6) CT_GI512_CASE(7) CT_GI512_CASE(8) CT_GI512_CASE(9) CT_GI512_CASE(10)
         CT_GI512_CASE(11) CT_GI512_CASE(12) CT_GI512_CASE(13) CT_GI512_CASE(14)
+        /* n <= 16: one vector per row, up to 28 rows (ct_gi_mr) */
+        CT_GI512_CASE1(15) CT_GI512_CASE1(16) CT_GI512_CASE1(17) CT_GI512_CASE1(18) CT_GI512_CASE1(19)
+        CT_GI512_CASE1(20) CT_GI512_CASE1(21) CT_GI512_CASE1(22) CT_GI512_CASE1(23) CT_GI512_CASE1(24)
+        CT_GI512_CASE1(25) CT_GI512_CASE1(26) CT_GI512_CASE1(27) CT_GI512_CASE1(28)
         default: break;
     }
 }
@@ -431,7 +473,7 @@ CT_I512 void ct_gw_body_512(const int NK, const int M, const int NV, int64_t n, 
     const float *Ak[3];
     _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
         Ak[kk] = A + kk * ak;
-        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
             acc[kk][i][0] = _mm512_maskz_loadu_ps(k0, C + kk * ck + i * ldc);
             if (NV == 2) acc[kk][i][1] = _mm512_maskz_loadu_ps(k1, C + kk * ck + i * ldc + 16);
         }
@@ -440,7 +482,7 @@ CT_I512 void ct_gw_body_512(const int NK, const int M, const int NV, int64_t n, 
         __m512 b0 = _mm512_maskz_loadu_ps(k0, B), b1 = _mm512_setzero_ps();
         if (NV == 2) b1 = _mm512_maskz_loadu_ps(k1, B + 16);
         _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
-            _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+            _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
                 __m512 av = _mm512_set1_ps(Ak[kk][p * lda + i]);
                 acc[kk][i][0] = _mm512_fmadd_ps(av, b0, acc[kk][i][0]);
                 if (NV == 2) acc[kk][i][1] = _mm512_fmadd_ps(av, b1, acc[kk][i][1]);
@@ -449,7 +491,7 @@ CT_I512 void ct_gw_body_512(const int NK, const int M, const int NV, int64_t n, 
         B += ldb;
     }
     _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
-        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
             _mm512_mask_storeu_ps(C + kk * ck + i * ldc, k0, acc[kk][i][0]);
             if (NV == 2) _mm512_mask_storeu_ps(C + kk * ck + i * ldc + 16, k1, acc[kk][i][1]);
         }
@@ -586,7 +628,7 @@ CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *D
                             int64_t ldc) {
     __m256 acc[6][2];
     __m256i k0 = ct_mask8(n), k1 = ct_mask8(n - 8);
-    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
         acc[i][0] = _mm256_maskload_ps(C + i * ldc, k0);
         if (NV == 2) acc[i][1] = _mm256_maskload_ps(C + i * ldc + 8, k1);
     }
@@ -601,7 +643,7 @@ CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *D
         for (int64_t l = 0; l < cnt; l++) {
             __m256 b0 = _mm256_maskload_ps(B, k0), b1 = _mm256_setzero_ps();
             if (NV == 2) b1 = _mm256_maskload_ps(B + 8, k1);
-            _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+            _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
                 __m256 a = _mm256_broadcast_ss(A + i * wq + l);
                 acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
                 if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
@@ -610,7 +652,7 @@ CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *D
         }
         c = cend;
     }
-    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
         _mm256_maskstore_ps(C + i * ldc, k0, acc[i][0]);
         if (NV == 2) _mm256_maskstore_ps(C + i * ldc + 8, k1, acc[i][1]);
     }
@@ -638,21 +680,21 @@ CT_I256 void ct_gw_body_256(const int M, const int NV, int64_t n, int64_t kc, co
                             const float *B, int64_t ldb, float *C, int64_t ldc) {
     __m256 acc[4][2];
     __m256i k0 = ct_mask8(n), k1 = ct_mask8(n - 8);
-    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
         acc[i][0] = _mm256_maskload_ps(C + i * ldc, k0);
         if (NV == 2) acc[i][1] = _mm256_maskload_ps(C + i * ldc + 8, k1);
     }
     for (int64_t p = 0; p < kc; p++) {
         __m256 b0 = _mm256_maskload_ps(B, k0), b1 = _mm256_setzero_ps();
         if (NV == 2) b1 = _mm256_maskload_ps(B + 8, k1);
-        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+        _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
             __m256 a = _mm256_broadcast_ss(A + i);
             acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
             if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
         }
         A += lda; B += ldb;
     }
-    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) {
+    _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
         _mm256_maskstore_ps(C + i * ldc, k0, acc[i][0]);
         if (NV == 2) _mm256_maskstore_ps(C + i * ldc + 8, k1, acc[i][1]);
     }
@@ -716,7 +758,10 @@ static inline void ct_store_row(int isa, const float *acc, int64_t n, char *dst,
 #endif
     ct_store_row_port(acc, n, dst, dt, pre, hif8_rnd, sat);
 }
-static inline int64_t ct_gi_mr(int isa) { return isa == CT_ISA_AVX512 ? 14 : isa == CT_ISA_AVX2 ? 6 : 8; }
+/* gi rows per micro-tile for a panel of n ci */
+static inline int64_t ct_gi_mr(int isa, int64_t n) {
+    return isa == CT_ISA_AVX512 ? (n <= 16 ? 28 : 14) : isa == CT_ISA_AVX2 ? 6 : 8;
+}
 
 /* gi: nk consecutive k (DY row step dk, weight step bk), co in [c0, c1), into the fp32 tile C */
 static inline void ct_gi_ukr(int isa, int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0,
@@ -773,22 +818,45 @@ static void ct_decode_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t
     }
 }
 
+/* gb partial sums: one per CT_GBR rows of DY (rows in order within it, from 0.0f); gb[co] is then the sum
+ * of the partials in order.  A tree fixed by the shape alone; the up to CT_PR/CT_GBR partials of a pack task
+ * are independent chains, summed interleaved. */
+static void ct_gb_partials(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
+    float g[CT_PR / CT_GBR][CT_PO];
+    int64_t S = ct_cdiv(nr, CT_GBR), full = nr / CT_GBR;
+    memset(g, 0, sizeof(g));
+    for (int64_t i = 0; i < CT_GBR; i++) {
+        for (int64_t s = 0; s < full; s++) {
+            const float *row = v + (s * CT_GBR + i) * wq;
+            for (int64_t j = 0; j < wq; j++) g[s][j] += row[j];
+        }
+    }
+    for (int64_t i = full * CT_GBR; i < nr; i++)                 /* a last, shorter partial */
+        for (int64_t j = 0; j < wq; j++) g[full][j] += v[i * wq + j];
+    for (int64_t s0 = 0; s0 < S; s0++) memcpy(out + s0 * ostride, g[s0], (size_t)wq * 4);
+}
+
 static void ct_pack_dy(const ct_plan *P, int64_t task) {
     int64_t chunk = task / P->nq, q = task % P->nq;
     int64_t r0 = chunk * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR);
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
-    float g[CT_PO], tmp[CT_RB * CT_PO];
-    for (int64_t j = 0; j < CT_PO; j++) g[j] = 0.0f;
-    for (int64_t rr = r0; rr < r1; rr += CT_RB) {
-        int64_t nr = ct_min(CT_RB, r1 - rr);
-        /* the panel rows [rr, rr+nr) are contiguous [nr][wq]: decode straight into them */
-        float *v = P->DYp ? P->DYp + q * P->RO * CT_PO + rr * wq : tmp;
-        ct_decode_rows(P, &P->dy, P->Cout, rr, nr, co0, wq, v);
-        for (int64_t i = 0; i < nr; i++)               /* gb: original values, rows in order */
-            for (int64_t j = 0; j < wq; j++) g[j] += v[i * wq + j];
-        if (P->DYp) ct_round_row(P->isa, v, nr * wq, P->compute, P->hbits, P->hrnd);
+    float *gout = P->gbp + (chunk * (CT_PR / CT_GBR)) * P->Cout + co0;
+    if (P->DYp) {
+        /* the panel rows [r0, r1) are contiguous [rows][wq]: decode straight into them, sum, then round */
+        float *v = P->DYp + q * P->RO * CT_PO + r0 * wq;
+        for (int64_t rr = r0; rr < r1; rr += CT_RB)
+            ct_decode_rows(P, &P->dy, P->Cout, rr, ct_min(CT_RB, r1 - rr), co0, wq, v + (rr - r0) * wq);
+        ct_gb_partials(v, r1 - r0, wq, gout, P->Cout);
+        ct_round_row(P->isa, v, (r1 - r0) * wq, P->compute, P->hbits, P->hrnd);
+        return;
     }
-    memcpy(P->gbp + chunk * P->Cout + co0, g, (size_t)wq * 4);
+    float tmp[CT_GBR * CT_PO];                                   /* gb only (no products) */
+    for (int64_t rr = r0; rr < r1; rr += CT_GBR) {
+        int64_t nr = ct_min(CT_GBR, r1 - rr);
+        for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
+            ct_decode_rows(P, &P->dy, P->Cout, r2, ct_min(CT_RB, rr + nr - r2), co0, wq, tmp + (r2 - rr) * wq);
+        ct_gb_partials(tmp, nr, wq, gout + ((rr - r0) / CT_GBR) * P->Cout, P->Cout);
+    }
 }
 
 static void ct_pack_x(const ct_plan *P, int64_t task) {
@@ -854,7 +922,7 @@ static void ct_pack_task(const ct_plan *P, int64_t task) {
 /* gi for rows [u, v) of the task, one k at a time (rows whose valid k range is not all of 0..K-1) */
 static void ct_gi_rows_per_k(const ct_plan *P, int64_t u, int64_t v, int64_t R0, int64_t c0, int64_t c1,
                              int64_t j0, int64_t wj, const float *Bp0, float *cb, int64_t ld, int64_t J0) {
-    int64_t MR = ct_gi_mr(P->isa);
+    int64_t MR = ct_gi_mr(P->isa, wj);
     for (int64_t k = 0; k < P->K; k++) {
         int64_t lo = ct_max(0, k - P->pad), hi = ct_min(P->T_in, P->T_out + k - P->pad);
         int64_t a = ct_max(u, lo * P->B), b = ct_min(v, hi * P->B);
@@ -871,7 +939,7 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
     int64_t rb = task / P->n_gi_jb, jb = task % P->n_gi_jb;
     int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
     int64_t J0 = jb * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
-    int64_t ld = P->gi_ld, MR = ct_gi_mr(P->isa);
+    int64_t ld = P->gi_ld;
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
     int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;   /* accumulate in the output itself */
     if (direct) {
@@ -890,6 +958,7 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
             for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
                 int64_t wj = ct_min(CT_PO, P->Cin - j0);
                 const float *Bp0 = P->Wp + j0 * P->Cout + c0 * wj;     /* k = 0 */
+                int64_t MR = ct_gi_mr(P->isa, wj);
                 if (R0 < ia) ct_gi_rows_per_k(P, R0, ia, R0, c0, c1, j0, wj, Bp0, cb, ld, J0);
                 for (int64_t i = ia; i < ib; i += MR)
                     ct_gi_ukr(P->isa, ct_min(MR, ib - i), wj, P->DYp, P->RO, i + P->pad * P->B, -P->B, P->K, c0,
@@ -930,8 +999,8 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
     int64_t kg = task / per_k, rem = task % per_k;
     int64_t ib = rem / P->n_gw_ob, ob = rem % P->n_gw_ob;
     int64_t k0 = kg * P->gw_kg, G = ct_min(P->gw_kg, P->K - k0);
-    int64_t I0 = ib * CT_MCW, I1 = ct_min(P->Cin, I0 + CT_MCW);
-    int64_t C0 = ob * CT_NCW, C1 = ct_min(P->Cout, C0 + CT_NCW), nc = C1 - C0;
+    int64_t I0 = ib * P->gw_mc, I1 = ct_min(P->Cin, I0 + P->gw_mc);
+    int64_t C0 = ob * P->gw_nc, C1 = ct_min(P->Cout, C0 + P->gw_nc), nc = C1 - C0;
     int64_t ld = P->gw_ld, tile = (I1 - I0) * ld;
     int direct = P->gw_dt == CT_DT_F32;                      /* accumulate in the output itself */
     if (direct) {
@@ -1003,7 +1072,7 @@ static void ct_finish_gb(const ct_plan *P) {
     for (int64_t c0 = 0; c0 < P->Cout; c0 += 256) {
         int64_t n = ct_min(256, P->Cout - c0);
         for (int64_t j = 0; j < n; j++) acc[j] = 0.0f;
-        for (int64_t ch = 0; ch < P->n_dy_chunks; ch++) {
+        for (int64_t ch = 0; ch < P->n_gb_parts; ch++) {
             const float *g = P->gbp + ch * P->Cout + c0;
             for (int64_t j = 0; j < n; j++) acc[j] += g[j];
         }

@@ -60,7 +60,7 @@ ISA_NAMES = {0: "portable", 1: "avx2", 2: "avx512"}
 
 # Below this many flops (4*T_out*B*Cin*Cout*K plus the packing passes) a call runs in the calling thread:
 # waking sleeping OpenMP workers can cost a scheduler tick (~4 ms on these VMs); see docs/performance.md.
-PARALLEL_MIN_FLOPS = 24_000_000
+PARALLEL_MIN_FLOPS = 32_000_000
 cdef double _par_min = PARALLEL_MIN_FLOPS
 
 _IN_DTYPES = (0, 1, 27)
