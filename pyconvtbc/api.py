@@ -226,6 +226,8 @@ class _ArrayDesc:
     __slots__ = ("array", "shape", "data_type", "format")
 
     def __init__(self, array, data_type=None, shape=None):
+        if array.size and not array.flags.aligned:
+            array = np.array(array)  # a misaligned view (rare: frombuffer at an odd offset): read an aligned copy
         self.array = array
         self.shape = tuple(array.shape) if shape is None else tuple(shape)
         self.data_type = acl_dtype_of_numpy(array.dtype) if data_type is None else data_type

@@ -83,6 +83,11 @@ class aclTensor:
             return f"storage dims {list(self.storage_dims)} hold {storage_bytes} bytes; expected at most 2^63-1"
         if self.data is not None and self.data.freed:
             return f"its device buffer {self.data!r} was freed; expected live memory from aclrtMalloc"
+        if self.data is not None and self.data.offset % self.itemsize:
+            # allocations are 64-byte aligned and strides/offset count elements, so only pointer
+            # arithmetic by a byte count can misalign a tensor; the kernels load whole elements
+            return (f"its device address {self.data!r} is {self.data.offset} bytes into its allocation; expected "
+                    f"a multiple of the element size ({self.itemsize} bytes)")
         for s in strides:  # the kernels take byte strides as int64
             if s * self.itemsize > INT64_MAX:
                 return (f"strides {list(strides)} reach {s * self.itemsize} bytes per step; expected byte strides "

@@ -433,6 +433,8 @@ def memory_ok(sc, r):
         return False
     if r["obj"] != "nodata" and sc["groups"][r["group"]]["freed"]:
         return False
+    if r["obj"] != "nodata" and r["byte_off"] % item:   # a device address not aligned to the element size
+        return False
     if any(s * item > INT64_MAX for s in strides):
         return False
     numel = int(np.prod(dims, dtype=object)) if dims else 1

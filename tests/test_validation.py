@@ -360,3 +360,23 @@ def test_numpy_layer_matches_cann_message():
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x, w, b, 300)
     assert e.value.status == rc and e.value.message.split(": ", 1)[1] == cann
+
+
+def test_misaligned_device_address_rejected():
+    dy, x, w, b = make_problem()
+    t, ptrs = acl_problem(dy, x, w, b)
+    rc, big = pc.aclrtMalloc(4 * x.size + 2)
+    t["gradInput"] = pc.aclCreateTensor(list(x.shape), pc.ACL_FLOAT, None, 0, pc.ACL_FORMAT_ND, [x.size], big + 2)
+    expect(t, INVALID, "gradInput", "2 bytes into its allocation", "multiple of the element size (4 bytes)")
+
+
+def test_numpy_layer_reads_misaligned_views():
+    dy, x, w, b = make_problem()
+    raw = np.zeros(x.nbytes + 1, np.uint8)
+    mis = np.frombuffer(raw.data, dtype=np.float32, count=x.size, offset=1).reshape(x.shape)
+    assert not mis.flags.aligned
+    raw[1:] = x.view(np.uint8).ravel()
+    got = pc.conv_tbc_backward(dy, mis, w, b, 1, deterministic=True)
+    ref = pc.conv_tbc_backward(dy, x, w, b, 1, deterministic=True)
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
