@@ -380,3 +380,29 @@ def test_numpy_layer_reads_misaligned_views():
     ref = pc.conv_tbc_backward(dy, x, w, b, 1, deterministic=True)
     for g, r in zip(got, ref):
         np.testing.assert_array_equal(g, r)
+
+
+def test_plan_cache_never_skips_a_rule():
+    """Repeated calls reuse a plan; a call that differs in anything validation reads is validated afresh."""
+    dy, x, w, b = make_problem()
+    ref = pc.conv_tbc_backward(dy, x, w, b, 1)
+    again = pc.conv_tbc_backward(dy, x, w, b, 1)          # from the cache
+    for r, a in zip(ref, again):
+        np.testing.assert_array_equal(r, a)
+    for kwargs, pad in (({}, True), ({}, 1.0), ({}, 300), ({"cube_math_type": True}, 1),
+                        ({"grad_weight_dtype": "float16"}, 1), ({"num_threads": 0}, 1), ({"soc": "nope"}, 1)):
+        with pytest.raises(pc.AclnnError) as e:
+            pc.conv_tbc_backward(dy, x, w, b, pad, **kwargs)
+        assert e.value.status == INVALID
+    with pytest.raises(pc.AclnnError):
+        pc.conv_tbc_backward(dy[:-1], x, w, b, 1)             # another shape
+    pc.set_soc_version("ascend910")                           # a process setting the key holds
+    with pytest.raises(pc.AclnnError):
+        pc.conv_tbc_backward(dy, x, w, b, 1)
+    pc.set_soc_version("ascend910b")
+    dy = np.full_like(dy, 1 + 2.0 ** -12)                     # an HF32 tie: the two roundings differ
+    pc.set_emulation_options(hf32_rounding="nearest_even")
+    gi = pc.conv_tbc_backward(dy, x, w, b, 1, cube_math_type=3)[0]
+    pc.set_emulation_options(hf32_rounding="half_away")
+    gi2 = pc.conv_tbc_backward(dy, x, w, b, 1, cube_math_type=3)[0]
+    assert not np.array_equal(gi, gi2)
