@@ -61,7 +61,7 @@ static int64_t ct_blk[CT_B_N] = {
 
 static inline int64_t ct_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ct_max(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t ct_cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+static inline int64_t ct_cdiv(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b != 0) : 0; }  /* no a+b-1 overflow */
 static inline int64_t ct_up(int64_t a, int64_t b) { return ct_cdiv(a, b) * b; }
 
 static inline int ct_dt_size(int dt) {
