@@ -232,7 +232,8 @@ class aclrtStream:
     def _worker(self):
         while True:
             with self._cv:
-                while not self._queue and not self._destroyed:
+                # one task at a time: also wait while a task runs inline in a caller's thread
+                while self._busy or (not self._queue and not self._destroyed):
                     self._cv.wait()
                 if not self._queue:
                     return

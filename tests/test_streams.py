@@ -475,3 +475,37 @@ def test_finalize_with_live_streams_and_pending_work(deterministic):
     assert bounded(lambda: pc.aclrtSynchronizeStream(s)) == 0
     assert np.allclose(outputs(ptrs, *p)[0], expected(*p, 1)[0], rtol=1e-5, atol=1e-5)
     assert pc.aclrtDestroyStream(s) == 0
+
+
+def test_queued_task_waits_for_an_inline_task_and_synchronize_waits_for_both():
+    """Regression: a task run inline on an idle stream (caller's thread) and a task queued meanwhile by another
+    thread must not overlap, and synchronize must not return while the queued one is still pending/running."""
+    import threading
+    rc, s = pc.aclrtCreateStream()
+    inline_started, release_inline = threading.Event(), threading.Event()
+    log = []
+
+    def inline_task():
+        log.append("inline start")
+        inline_started.set()
+        release_inline.wait(10)
+        log.append("inline end")
+
+    def queued_task():
+        log.append("queued run")
+
+    th = threading.Thread(target=lambda: s.enqueue(inline_task, inline_if_idle=True))
+    th.start()
+    assert inline_started.wait(10)
+    s.enqueue(queued_task)                  # the stream is busy: this one is queued for the worker
+    done = []
+    syncer = threading.Thread(target=lambda: done.append(s.synchronize()))
+    syncer.start()
+    syncer.join(0.2)
+    assert syncer.is_alive() and log == ["inline start"]   # nothing overlapped, synchronize still waiting
+    release_inline.set()
+    th.join(10)
+    syncer.join(10)
+    assert not syncer.is_alive() and done == [None]
+    assert log == ["inline start", "inline end", "queued run"]
+    assert pc.aclrtDestroyStream(s) == 0
