@@ -49,6 +49,17 @@ def _case(d):
     return Case(d["group"], tuple(d["shape"]), d["dtype"], d["mode"], d["threads"])
 
 
+def _timed(call, reps):
+    """One warm-up call (wakes thread pools), then ``reps`` timed calls: the list of seconds."""
+    call()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def worker_pyconvtbc():
     import numpy as np
     import pyconvtbc
@@ -65,12 +76,7 @@ def worker_pyconvtbc():
             cache[key] = _inputs(case, np)
         dy, x, w, b = cache[key]
         kw = dict(cube_math_type=case.mode, num_threads=case.threads)
-        fn(dy, x, w, b, case.shape[5], **kw)                  # warm-up (wakes the thread pool)
-        times = []
-        for _ in range(req["reps"]):
-            t0 = time.perf_counter()
-            fn(dy, x, w, b, case.shape[5], **kw)
-            times.append(time.perf_counter() - t0)
+        times = _timed(lambda: fn(dy, x, w, b, case.shape[5], **kw), req["reps"])
         print(json.dumps({"times": times, "isa": _conv_tbc.isa()}), flush=True)
 
 
@@ -91,12 +97,7 @@ def worker_torch():
         dy, x, w, b = cache[key]
         torch.set_num_threads(case.threads)
         op = torch.ops.aten.conv_tbc_backward
-        op(dy, x, w, b, case.shape[5])
-        times = []
-        for _ in range(req["reps"]):
-            t0 = time.perf_counter()
-            op(dy, x, w, b, case.shape[5])
-            times.append(time.perf_counter() - t0)
+        times = _timed(lambda: op(dy, x, w, b, case.shape[5]), req["reps"])
         print(json.dumps({"times": times, "version": torch.__version__}), flush=True)
 
 

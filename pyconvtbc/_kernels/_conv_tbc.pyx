@@ -266,12 +266,18 @@ def _last_stamps():
 
 
 # ---- test hooks: the vector row codecs of every instruction set, against the scalar codecs --------------
+def _isa_index(str isa_name):
+    """The code-path index of an instruction-set name; ValueError if this CPU lacks it (tests only)."""
+    which = {"portable": 0, "avx2": 1, "avx512": 2}[isa_name]
+    if which > _isa_max:
+        raise ValueError(f"this CPU does not support {isa_name}")
+    return which
+
+
 def _codec_rows(const float[::1] v, int compute, int hbits, int hrnd, str isa_name):
     """(rounded fp32, f16 bits, bf16 bits) of v through one code path's row codecs (tests only)."""
     import numpy as np
-    cdef int which = {"portable": 0, "avx2": 1, "avx512": 2}[isa_name]
-    if which > _isa_max:
-        raise ValueError(f"this CPU does not support {isa_name}")
+    cdef int which = _isa_index(isa_name)
     n = v.shape[0]
     r = np.array(v, dtype=np.float32)
     h = np.empty(n, dtype=np.uint16)
@@ -289,9 +295,7 @@ def _codec_rows(const float[::1] v, int compute, int hbits, int hrnd, str isa_na
 def _decode_rows(const uint16_t[::1] h, int dt, str isa_name):
     """fp32 of 16-bit codes (dt 1 = FLOAT16, 27 = BF16) through one code path's row decoder (tests only)."""
     import numpy as np
-    cdef int which = {"portable": 0, "avx2": 1, "avx512": 2}[isa_name]
-    if which > _isa_max:
-        raise ValueError(f"this CPU does not support {isa_name}")
+    cdef int which = _isa_index(isa_name)
     n = h.shape[0]
     out = np.empty(n, dtype=np.float32)
     cdef float[::1] ov = out
