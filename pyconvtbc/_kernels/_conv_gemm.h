@@ -96,6 +96,7 @@ typedef struct {
     int64_t gw_nkr;                       /* k per register pass of the gw micro-kernel (narrow channels) */
     int64_t gw_mc, gw_nc;                 /* ci and co per gw task */
     int64_t nthreads_max;                 /* threads the workspace was laid out for (<= compute tasks) */
+    int dy_direct, x_direct;              /* DYp / Xp point at the caller's operand itself (ct_plan_direct) */
 } ct_plan;
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -185,6 +186,29 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     if (!ok || o > INT64_MAX / 8) return -1;
     P->total_floats = o;
     return 0;
+}
+
+/* Zero-copy panels.  A DY panel is [rows][wq] fp32 and an X panel [rows][wi] fp32: when an operand has a single
+ * panel (Cout <= CT_PO, Cin <= CT_PX), is fp32, needs no rounding (compute FP32) and its rows are one dense
+ * run of memory, that run IS the panel: the kernels read the caller's buffer and the pack pass skips it
+ * (gb's partial sums still read DY).  Same values, same order: results are bitwise those of the copy.
+ * Called after the sources are set; the workspace keeps its size (it is decided before the strides are). */
+static int ct_src_dense(const ct_src *S, int64_t T, int64_t B, int64_t C) {
+    if (S->dt != CT_DT_F32 || ((uintptr_t)S->base & 3)) return 0;
+    return (C <= 1 || S->s2 == 4) && (B <= 1 || S->s1 == 4 * C) && (T <= 1 || S->s0 == 4 * B * C);
+}
+static void ct_plan_direct(ct_plan *P) {
+    if (P->compute != CT_C_FP32) return;
+    if (P->DYp && P->nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
+        P->DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
+        P->dy_direct = 1;
+    }
+    if (P->Xp && P->nxp == 1 && P->RI > 0 && ct_src_dense(&P->x, P->T_in, P->B, P->Cin)) {
+        P->Xp = (float *)(uintptr_t)P->x.base;         /* read only */
+        P->x_direct = 1;
+        P->n_pack = P->n_pack - P->n_pack_x;
+        P->n_pack_x = 0;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -818,10 +842,8 @@ static void ct_decode_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t
     }
 }
 
-/* gb partial sums: one per CT_GBR rows of DY (rows in order within it, from 0.0f); gb[co] is then the sum
- * of the partials in order.  A tree fixed by the shape alone; the up to CT_PR/CT_GBR partials of a pack task
- * are independent chains, summed interleaved. */
-static void ct_gb_partials(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
+/* gb partial sums (see ct_gb_partials), one scalar chain per channel and partial */
+static void ct_gb_partials_port(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
     float g[CT_PR / CT_GBR][CT_PO];
     int64_t S = ct_cdiv(nr, CT_GBR), full = nr / CT_GBR;
     memset(g, 0, sizeof(g));
@@ -836,17 +858,78 @@ static void ct_gb_partials(const float *v, int64_t nr, int64_t wq, float *out, i
     for (int64_t s0 = 0; s0 < S; s0++) memcpy(out + s0 * ostride, g[s0], (size_t)wq * 4);
 }
 
+#if CT_X86
+/* the same sums, 16 (then 16 more) channels per vector: each lane is the scalar chain of its channel */
+static CT_T512 void ct_gb_partials_512(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
+    enum { NS = CT_PR / CT_GBR };
+    __m512 g[NS][2];
+    __mmask16 k0 = ct_mask16(wq), k1 = ct_mask16(wq > 16 ? wq - 16 : 0);
+    int64_t S = ct_cdiv(nr, CT_GBR), full = nr / CT_GBR;
+    for (int s = 0; s < NS; s++) g[s][0] = g[s][1] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < CT_GBR; i++) {
+        for (int64_t s = 0; s < full; s++) {
+            const float *row = v + (s * CT_GBR + i) * wq;
+            g[s][0] = _mm512_add_ps(g[s][0], _mm512_maskz_loadu_ps(k0, row));
+            if (wq > 16) g[s][1] = _mm512_add_ps(g[s][1], _mm512_maskz_loadu_ps(k1, row + 16));
+        }
+    }
+    for (int64_t i = full * CT_GBR; i < nr; i++) {
+        g[full][0] = _mm512_add_ps(g[full][0], _mm512_maskz_loadu_ps(k0, v + i * wq));
+        if (wq > 16) g[full][1] = _mm512_add_ps(g[full][1], _mm512_maskz_loadu_ps(k1, v + i * wq + 16));
+    }
+    for (int64_t s = 0; s < S; s++) {
+        _mm512_mask_storeu_ps(out + s * ostride, k0, g[s][0]);
+        if (wq > 16) _mm512_mask_storeu_ps(out + s * ostride + 16, k1, g[s][1]);
+    }
+}
+static CT_T256 void ct_gb_partials_256(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
+    enum { NS = CT_PR / CT_GBR };
+    __m256 g[NS][4];
+    __m256i km[4];
+    int64_t S = ct_cdiv(nr, CT_GBR), full = nr / CT_GBR, nv = ct_cdiv(wq, 8);
+    for (int j = 0; j < 4; j++) km[j] = ct_mask8(wq - 8 * j);
+    for (int s = 0; s < NS; s++) for (int j = 0; j < 4; j++) g[s][j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < CT_GBR; i++)
+        for (int64_t s = 0; s < full; s++) {
+            const float *row = v + (s * CT_GBR + i) * wq;
+            for (int64_t j = 0; j < nv; j++)
+                g[s][j] = _mm256_add_ps(g[s][j], _mm256_maskload_ps(row + 8 * j, km[j]));
+        }
+    for (int64_t i = full * CT_GBR; i < nr; i++)
+        for (int64_t j = 0; j < nv; j++)
+            g[full][j] = _mm256_add_ps(g[full][j], _mm256_maskload_ps(v + i * wq + 8 * j, km[j]));
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t j = 0; j < nv; j++) _mm256_maskstore_ps(out + s * ostride + 8 * j, km[j], g[s][j]);
+}
+#endif
+
+/* gb partial sums: one per CT_GBR rows of DY (rows in order within it, from 0.0f); gb[co] is then the sum
+ * of the partials in order.  A tree fixed by the shape alone; the up to CT_PR/CT_GBR partials of a pack task
+ * are independent chains, summed interleaved. */
+static void ct_gb_partials(int isa, const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
+#if CT_X86
+    if (isa == CT_ISA_AVX512) { ct_gb_partials_512(v, nr, wq, out, ostride); return; }
+    if (isa == CT_ISA_AVX2) { ct_gb_partials_256(v, nr, wq, out, ostride); return; }
+#endif
+    (void)isa;
+    ct_gb_partials_port(v, nr, wq, out, ostride);
+}
+
 static void ct_pack_dy(const ct_plan *P, int64_t task) {
     int64_t chunk = task / P->nq, q = task % P->nq;
     int64_t r0 = chunk * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR);
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
     float *gout = P->gbp + (chunk * (CT_PR / CT_GBR)) * P->Cout + co0;
+    if (P->dy_direct) {                                          /* the panel is the caller's DY: gb only */
+        ct_gb_partials(P->isa, P->DYp + r0 * wq, r1 - r0, wq, gout, P->Cout);
+        return;
+    }
     if (P->DYp) {
         /* the panel rows [r0, r1) are contiguous [rows][wq]: decode straight into them, sum, then round */
         float *v = P->DYp + q * P->RO * CT_PO + r0 * wq;
         for (int64_t rr = r0; rr < r1; rr += CT_RB)
             ct_decode_rows(P, &P->dy, P->Cout, rr, ct_min(CT_RB, r1 - rr), co0, wq, v + (rr - r0) * wq);
-        ct_gb_partials(v, r1 - r0, wq, gout, P->Cout);
+        ct_gb_partials(P->isa, v, r1 - r0, wq, gout, P->Cout);
         ct_round_row(P->isa, v, (r1 - r0) * wq, P->compute, P->hbits, P->hrnd);
         return;
     }
@@ -855,7 +938,7 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
         int64_t nr = ct_min(CT_GBR, r1 - rr);
         for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
             ct_decode_rows(P, &P->dy, P->Cout, r2, ct_min(CT_RB, rr + nr - r2), co0, wq, tmp + (r2 - rr) * wq);
-        ct_gb_partials(tmp, nr, wq, gout + ((rr - r0) / CT_GBR) * P->Cout, P->Cout);
+        ct_gb_partials(P->isa, tmp, nr, wq, gout + ((rr - r0) / CT_GBR) * P->Cout, P->Cout);
     }
 }
 

@@ -38,6 +38,7 @@ cdef extern from "_conv_gemm.h" nogil:
         float *gbp
         float *cbuf
         int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi
+    void ct_plan_direct(ct_plan *P)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
                      int64_t nthreads, int gi_buf, int gw_buf)
     int ct_isa_supported()
@@ -209,6 +210,7 @@ def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, determi
     P.Wp = fb + P.off_wp if (fb != NULL and P.off_gbp > P.off_wp) else NULL
     P.gbp = fb + P.off_gbp if fb != NULL else NULL
     P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
+    ct_plan_direct(&P)                   # single-panel fp32 operands are read in place (no pack pass)
     cdef double work = 4.0 * <double>P.RO * <double>P.Cin * <double>P.Cout * <double>P.K
     work += 8.0 * (<double>P.RO * P.Cout + <double>P.RI * P.Cin)
     cdef int threads = <int>P.nthreads_max
