@@ -59,3 +59,13 @@ def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size):
         ws_address, ws_size = 0, 0
     _conv_tbc.run(dy, x, w, gi, gw, gb, plan.shape, plan.mode, ws_address, ws_size,
                   plan.num_threads, plan.deterministic)
+
+
+def run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws):
+    """run_plan for NumPy arrays (the NumPy layer): the kernels read addresses and strides themselves.
+
+    dy/x/w: arrays of the planned shapes and dtypes (any strides, element-aligned); gi/gw/gb: new C-contiguous
+    outputs; ws: a uint8 array of at least plan.workspace_size bytes, or None when that is 0.
+    """
+    _conv_tbc.run_arrays(dy, x, w, gi, gw, gb, plan.dtypes, plan.shape, plan.mode,
+                         ws if plan.kernel_workspace else None, plan.num_threads, plan.deterministic)

@@ -4,17 +4,18 @@
   status-returning, never raising for bad arguments.
 * NumPy layer: ``conv_tbc_backward``, raising ``AclnnError`` with the same status and message.
 """
+import os
 import threading
 
 import numpy as np
 
 from . import runtime
 from ._kernels._openmp import effective_threads
-from ._plan import INLINE_FLOPS, make_plan, run_plan
+from ._plan import INLINE_FLOPS, make_plan, run_plan, run_plan_arrays
 from ._validation import NAMES, Invalid, check
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, acl_dtype_of_numpy
 from .enums import ACL_OPT_DETERMINISTIC
-from .profiles import get_emulation_options, get_profile, get_soc_version, resolve_options
+from .profiles import get_profile, resolve_options, settings_key
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
                      ACLNN_SUCCESS, AclnnError, set_error)
 from .tensor import aclTensor
@@ -280,10 +281,6 @@ def _workspace(nbytes):
     return buf
 
 
-def _operand(a, code):
-    return (a.ctypes.data if a.size else 0,) + a.strides + (code,)
-
-
 
 # A plan depends only on what the key below holds, never on the data or the strides; a call that validated
 # once is valid again with the same key, so repeated calls (sweeps, training loops) skip validation and
@@ -293,18 +290,18 @@ _plan_cache = {}
 
 
 def _cache_key(grad_output, input, weight, bias, pad, cube, gw_dtype, soc, deterministic, num_threads, *options):
-    import os
-    arrays = (grad_output, input, weight, bias)
-    for a in arrays:
+    for a in (grad_output, input, weight, bias):
         if type(a) is not np.ndarray or not a.flags.aligned:
             return None
+    environ = os.environ
     try:
-        key = (tuple((a.shape, a.dtype) for a in arrays), type(pad), pad, type(cube), cube, type(gw_dtype),
-               gw_dtype, get_soc_version() if soc is None else soc, type(deterministic), deterministic,
-               type(num_threads), num_threads, os.environ.get("PYCONVTBC_NUM_THREADS"),
-               tuple((type(o), o) for o in options), tuple(sorted(get_emulation_options().items())))
+        key = (grad_output.shape, grad_output.dtype, input.shape, input.dtype, weight.shape, weight.dtype,
+               bias.shape, bias.dtype, type(pad), pad, type(cube), cube, type(gw_dtype), gw_dtype, type(soc), soc,
+               type(deterministic), deterministic, type(num_threads), num_threads,
+               tuple(map(type, options)), options, settings_key(),
+               environ.get("PYCONVTBC_SOC_VERSION"), environ.get("PYCONVTBC_NUM_THREADS"))
         hash(key)
-    except (TypeError, ValueError):  # unhashable arguments, or a bad $PYCONVTBC_SOC_VERSION: no caching
+    except TypeError:  # unhashable arguments: no caching
         return None
     return key
 
@@ -317,10 +314,7 @@ def _execute(plan, arrays):
     gw = np.empty(w.shape, NUMPY_DTYPE[DT(codes[4])])
     gb = np.empty(b.shape, NUMPY_DTYPE[DT(codes[5])])
     ws = _workspace(plan.workspace_size) if plan.workspace_size else None
-    run_plan(plan, _operand(dy, codes[0]), _operand(x, codes[1]), _operand(w, codes[2]),
-             (gi.ctypes.data if gi.size else 0, codes[3]), (gw.ctypes.data if gw.size else 0, codes[4]),
-             (gb.ctypes.data if gb.size else 0, codes[5]),
-             0 if ws is None else ws.ctypes.data, 0 if ws is None else ws.size)
+    run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws)
     return gi, gw, gb
 
 

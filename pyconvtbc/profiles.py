@@ -63,7 +63,20 @@ def compute_precision(profile, promoted, cube_math_type):
 
 
 _lock = threading.Lock()
-_state = {"soc": None}
+_state = {"soc": None, "epoch": 0}   # epoch: bumped by every change of the process settings below
+
+
+def settings_key():
+    """A value that changes whenever set_soc_version or an emulation-option setter changes a setting
+    (callers that cache per-setting results key them on it; environment variables are not covered)."""
+    return _state["soc"], _state["epoch"]
+
+
+def _reset_soc_version():
+    """Back to no process-wide chip (the environment's or the default); for tests."""
+    with _lock:
+        _state["soc"] = None
+        _state["epoch"] += 1
 
 
 def _check_soc(name, argname="soc"):
@@ -77,6 +90,7 @@ def set_soc_version(name):
     name = _check_soc(name)
     with _lock:
         _state["soc"] = name
+        _state["epoch"] += 1
 
 
 def get_soc_version():
@@ -126,6 +140,7 @@ def set_emulation_options(**kwargs):
     checked = {k: check_option(k, v) for k, v in kwargs.items()}
     with _lock:
         _options.update(checked)
+        _state["epoch"] += 1
 
 
 def get_emulation_options():
@@ -138,6 +153,7 @@ def reset_emulation_options():
     with _lock:
         _options.clear()
         _options.update(_DEFAULT_OPTIONS)
+        _state["epoch"] += 1
 
 
 def resolve_options(profile, **overrides):

@@ -20,7 +20,7 @@ except ImportError:  # hypothesis is in the test extra; tests that need it impor
 @pytest.fixture(autouse=True)
 def _clean_state():
     yield
-    pc.profiles._state["soc"] = None
+    pc.profiles._reset_soc_version()
     pc.reset_emulation_options()
     with runtime._lock:
         runtime._state["contexts"].clear()

@@ -638,7 +638,7 @@ def cann_property(d, stats=None):
             os.environ.pop("PYCONVTBC_NUM_THREADS", None)
         else:
             os.environ["PYCONVTBC_NUM_THREADS"] = old_env
-        pc.profiles._state["soc"] = None
+        pc.profiles._reset_soc_version()
         for s in streams:
             if not s.destroyed:
                 pc.aclrtDestroyStream(s)

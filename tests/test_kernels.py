@@ -527,6 +527,30 @@ def test_rejects_small_workspace_and_bad_codes():
         K.workspace_size((2, 2, 2, 2, 9, 0), 0, (0,) * 6, 1, False)   # T_out < 0
 
 
+def test_run_arrays_matches_run_and_checks_the_plan():
+    """The NumPy layer's entry (arrays in, addresses read in C) gives run's bits and rejects arrays that do not
+    match the plan instead of reading past them."""
+    rng = np.random.default_rng(1)
+    dy, x, w = rand(rng, (6, 2, 4), F32), rand(rng, (6, 2, 3), F32), rand(rng, (3, 3, 4), F32)
+    dy = with_layout(dy, "gaps")
+    shape, mode, codes = (6, 2, 3, 4, 3, 1), (0, 11, 0, 0, False), (0,) * 6
+    n = K.workspace_size(shape, 0, codes, 1, False)
+    ws = np.zeros(n, np.uint8)
+    outs = [np.zeros(x.shape, np.float32), np.zeros(w.shape, np.float32), np.zeros(4, np.float32)]
+    K.run_arrays(dy, x, w, *outs, codes, shape, mode, ws, 1, False)
+    assert _bits(outs) == _bits(run_kernel(dy, x, w, 1))
+    bad = [((dy[:-1], x, w, *outs), codes, ws),                                # dy shape
+           ((dy, x, w.astype(np.float16), *outs), codes, ws),                  # w itemsize
+           ((dy, x, w, outs[0][:, :, :2], outs[1], outs[2]), codes, ws),       # gi size
+           ((dy, x, w, outs[0].transpose(1, 0, 2), outs[1], outs[2]), codes, ws),  # gi not C-contiguous
+           ((dy, x, w, *outs), codes, ws[:n - 65]),                            # workspace too small
+           ((dy, x, w, *outs), codes, None),                                   # no workspace
+           ((dy, x, w, *outs), (0, 0, 0, 0, 2, 0), ws)]                        # gw dtype code
+    for arrays, c, wsb in bad:
+        with pytest.raises(ValueError):
+            K.run_arrays(*arrays, c, shape, mode, wsb, 1, False)
+
+
 def test_releases_the_gil():
     """A long call in one thread lets another Python thread run meanwhile."""
     import threading

@@ -406,3 +406,21 @@ def test_plan_cache_never_skips_a_rule():
     pc.set_emulation_options(hf32_rounding="half_away")
     gi2 = pc.conv_tbc_backward(dy, x, w, b, 1, cube_math_type=3)[0]
     assert not np.array_equal(gi, gi2)
+
+
+def test_plan_cache_follows_the_environment(monkeypatch):
+    """The chip and thread count from the environment are part of a cached plan's key."""
+    dy, x, w, b = make_problem()
+    pc.conv_tbc_backward(dy, x, w, b, 1)                      # cached for ascend910b
+    monkeypatch.setenv("PYCONVTBC_SOC_VERSION", "ascend910")  # FP32 KEEP_DTYPE is an error cell there
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b, 1)
+    assert e.value.status == INVALID
+    monkeypatch.setenv("PYCONVTBC_SOC_VERSION", "nope")
+    with pytest.raises(pc.AclnnError):
+        pc.conv_tbc_backward(dy, x, w, b, 1)
+    monkeypatch.delenv("PYCONVTBC_SOC_VERSION")
+    pc.conv_tbc_backward(dy, x, w, b, 1)
+    monkeypatch.setenv("PYCONVTBC_NUM_THREADS", "0")
+    with pytest.raises(pc.AclnnError):
+        pc.conv_tbc_backward(dy, x, w, b, 1)

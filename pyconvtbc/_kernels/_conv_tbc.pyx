@@ -10,6 +10,7 @@ Determinism: every output element is reduced by one thread in one fixed order, w
 so results are bitwise identical for any ``num_threads`` in both modes (docs/performance.md, "Determinism").
 """
 from cython.parallel cimport prange, parallel, threadid
+cimport numpy as cnp
 from ._openmp cimport pyconvtbc_omp_barrier
 from libc.stdint cimport int64_t, uintptr_t, uint8_t, uint16_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
@@ -39,6 +40,7 @@ cdef extern from "_conv_gemm.h" nogil:
         float *cbuf
         int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi
     void ct_plan_direct(ct_plan *P)
+    int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
                      int64_t nthreads, int gi_buf, int gw_buf)
     int ct_isa_supported()
@@ -53,6 +55,8 @@ cdef extern from "_conv_gemm.h" nogil:
     int64_t ct_blk[6]
     int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512
 
+
+cnp.import_array()
 
 cdef int _isa_max = ct_isa_supported()
 cdef int _isa = _isa_max
@@ -173,29 +177,87 @@ cdef char *_out(op, str name, tuple allowed, int *dt, Py_ssize_t n) except? NULL
 def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, deterministic):
     """Compute gradInput, gradWeight, gradBias (docs/developer.md).  Releases the GIL for all the work."""
     cdef ct_plan P
-    cdef Py_ssize_t nt = max(1, int(num_threads))
-    if len(mode) != 5:
-        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate), got {mode!r}")
-    cdef int compute = int(mode[0])
-    if compute < COMPUTE_FP32 or compute > COMPUTE_BF16:
-        raise ValueError(f"unknown compute precision {compute}")
     if len(gi) != 2 or len(gw) != 2:
         raise ValueError("gi and gw must be (address, dtype)")
-    _plan(&P, shape, nt, compute, int(gi[1]), int(gw[1]))
+    _plan_mode(&P, shape, mode, num_threads, int(gi[1]), int(gw[1]))
     _src(&P.dy, dy, "dy")
     _src(&P.x, x, "x")
     _src(&P.w, w, "w")
     P.gi = _out(gi, "gi", _IN_DTYPES, &P.gi_dt, P.RI * P.Cin)
     P.gw = _out(gw, "gw", _GW_DTYPES, &P.gw_dt, P.K * P.Cin * P.Cout)
     P.gb = _out(gb, "gb", _IN_DTYPES, &P.gb_dt, P.Cout)
+    _run(&P, <uintptr_t>int(ws_ptr), int(ws_size))
+
+
+def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w not None, cnp.ndarray gi not None,
+               cnp.ndarray gw not None, cnp.ndarray gb not None, tuple codes, tuple shape, tuple mode,
+               cnp.ndarray ws, num_threads, deterministic):
+    """``run`` for NumPy arrays (the NumPy layer's per-call path): addresses and strides are read here, in C.
+
+    codes: the aclDataType codes of (dy, x, w, gi, gw, gb); the arrays must have the planned shapes.  gi, gw,
+    gb must be C-contiguous.  ws: a uint8 array (or None when the plan needs no workspace).
+    """
+    cdef ct_plan P
+    _plan_mode(&P, shape, mode, num_threads, int(codes[3]), int(codes[4]))
+    _src_array(&P.dy, dy, int(codes[0]), P.T_out, P.B, P.Cout, "dy")
+    _src_array(&P.x, x, int(codes[1]), P.T_in, P.B, P.Cin, "x")
+    _src_array(&P.w, w, int(codes[2]), P.K, P.Cin, P.Cout, "w")
+    P.gi = _out_array(gi, int(codes[3]), _IN_DTYPES, &P.gi_dt, P.RI * P.Cin, "gi")
+    P.gw = _out_array(gw, int(codes[4]), _GW_DTYPES, &P.gw_dt, P.K * P.Cin * P.Cout, "gw")
+    P.gb = _out_array(gb, int(codes[5]), _IN_DTYPES, &P.gb_dt, P.Cout, "gb")
+    if ws is None:
+        _run(&P, 0, 0)
+    else:
+        _run(&P, <uintptr_t>cnp.PyArray_DATA(ws), cnp.PyArray_NBYTES(ws))
+
+
+cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, int gi_dt, int gw_dt) except -1:
+    cdef Py_ssize_t nt = max(1, int(num_threads))
+    if len(mode) != 5:
+        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate), got {mode!r}")
+    cdef int compute = int(mode[0])
+    if compute < COMPUTE_FP32 or compute > COMPUTE_BF16:
+        raise ValueError(f"unknown compute precision {compute}")
+    _plan(P, shape, nt, compute, gi_dt, gw_dt)
     P.compute = compute
     P.hbits = int(mode[1])
     P.hrnd = int(mode[2])
     P.hif8_rnd = int(mode[3])
     P.saturate = 1 if mode[4] else 0
+    return 0
+
+
+cdef int _src_array(ct_src *s, cnp.ndarray a, int dt, int64_t d0, int64_t d1, int64_t d2, str name) except -1:
+    if dt not in _IN_DTYPES:
+        raise ValueError(f"{name}: unsupported dtype code {dt}")
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(a)
+    if (cnp.PyArray_NDIM(a) != 3 or dims[0] != d0 or dims[1] != d1 or dims[2] != d2
+            or cnp.PyArray_ITEMSIZE(a) != (4 if dt == 0 else 2)):
+        raise ValueError(f"{name}: array of shape {(<object>a).shape} and dtype {(<object>a).dtype} "
+                         f"does not match the plan")
+    cdef cnp.npy_intp *st = cnp.PyArray_STRIDES(a)
+    s.base = <const char *>cnp.PyArray_DATA(a) if cnp.PyArray_SIZE(a) else NULL
+    s.s0 = st[0]
+    s.s1 = st[1]
+    s.s2 = st[2]
+    s.dt = dt
+    return 0
+
+
+cdef char *_out_array(cnp.ndarray a, int code, tuple allowed, int *dt, Py_ssize_t n, str name) except? NULL:
+    if code not in allowed:
+        raise ValueError(f"{name}: unsupported dtype code {code}")
+    if (cnp.PyArray_SIZE(a) != n or not cnp.PyArray_IS_C_CONTIGUOUS(a)
+            or cnp.PyArray_ITEMSIZE(a) != ct_dt_size(code)):
+        raise ValueError(f"{name}: output array of shape {(<object>a).shape} and dtype {(<object>a).dtype} "
+                         f"does not match the plan")
+    dt[0] = code
+    return <char *>cnp.PyArray_DATA(a) if n > 0 else NULL
+
+
+cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
+    """Lay the workspace out, then execute (GIL released).  P holds the sizes, mode, sources and outputs."""
     P.isa = _isa
-    cdef uintptr_t base = <uintptr_t>int(ws_ptr)
-    cdef int64_t size = int(ws_size)
     cdef uintptr_t aligned
     cdef float *fb = NULL
     if P.total_floats > 0:
@@ -210,14 +272,15 @@ def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, determi
     P.Wp = fb + P.off_wp if (fb != NULL and P.off_gbp > P.off_wp) else NULL
     P.gbp = fb + P.off_gbp if fb != NULL else NULL
     P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
-    ct_plan_direct(&P)                   # single-panel fp32 operands are read in place (no pack pass)
+    ct_plan_direct(P)                    # single-panel fp32 operands are read in place (no pack pass)
     cdef double work = 4.0 * <double>P.RO * <double>P.Cin * <double>P.Cout * <double>P.K
     work += 8.0 * (<double>P.RO * P.Cout + <double>P.RI * P.Cin)
     cdef int threads = <int>P.nthreads_max
     if work < _par_min:
         threads = 1
     with nogil:
-        _execute(&P, threads)
+        _execute(P, threads)
+    return 0
 
 
 cdef void _execute(ct_plan *P, int threads) noexcept nogil:
