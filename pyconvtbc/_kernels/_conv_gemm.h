@@ -1143,9 +1143,12 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
     }
 }
 
+/* gw tasks first: they are the fewest and longest (narrow channels: one task, a chain over every row), so a
+ * thread starts each of them while the others share the many short gi tasks (the order tasks run in never
+ * changes a result: each output element belongs to one task) */
 static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
-    if (task < P->n_gi) ct_gi_task(P, task, cb);
-    else ct_gw_task(P, task - P->n_gi, cb);
+    if (task < P->n_gw) ct_gw_task(P, task, cb);
+    else ct_gi_task(P, task - P->n_gw, cb);
 }
 
 /* gb[co] = sum of the chunk partial sums in chunk order (a tree fixed by the shape alone) */

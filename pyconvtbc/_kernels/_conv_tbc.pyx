@@ -38,7 +38,7 @@ cdef extern from "_conv_gemm.h" nogil:
         float *Wp
         float *gbp
         float *cbuf
-        int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi
+        int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi, n_gw
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
@@ -63,9 +63,10 @@ cdef int _isa = _isa_max
 
 ISA_NAMES = {0: "portable", 1: "avx2", 2: "avx512"}
 
-# Below this many flops (4*T_out*B*Cin*Cout*K plus the packing passes) a call runs in the calling thread:
-# waking sleeping OpenMP workers can cost a scheduler tick (~4 ms on these VMs); see docs/performance.md.
-PARALLEL_MIN_FLOPS = 32_000_000
+# Below this much work (lane flops: 2*T_out*B*K*(Cin16*Cout + Cin*Cout16), channels rounded up to the 16
+# vector lanes, plus the packing passes) a call runs in the calling thread: waking sleeping OpenMP workers
+# costs more than it saves there (bench/threshold.py; docs/performance.md, "Serial threshold").
+PARALLEL_MIN_FLOPS = 10_000_000
 cdef double _par_min = PARALLEL_MIN_FLOPS
 
 _IN_DTYPES = (0, 1, 27)
@@ -273,7 +274,11 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
     P.gbp = fb + P.off_gbp if fb != NULL else NULL
     P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
     ct_plan_direct(P)                    # single-panel fp32 operands are read in place (no pack pass)
-    cdef double work = 4.0 * <double>P.RO * <double>P.Cin * <double>P.Cout * <double>P.K
+    # work in "lane flops": narrow channels leave vector lanes idle (gi runs along Cin, gw along Cout, 16 lanes),
+    # so their time follows the padded counts, not the true flops; plus the packing passes
+    cdef double ci16 = <double>(((P.Cin + 15) // 16) * 16)
+    cdef double co16 = <double>(((P.Cout + 15) // 16) * 16)
+    cdef double work = 2.0 * <double>P.RO * <double>P.K * (ci16 * P.Cout + P.Cin * co16)
     work += 8.0 * (<double>P.RO * P.Cout + <double>P.RI * P.Cin)
     cdef int threads = <int>P.nthreads_max
     if work < _par_min:
@@ -286,23 +291,24 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
 cdef void _execute(ct_plan *P, int threads) noexcept nogil:
     cdef Py_ssize_t i
     cdef Py_ssize_t n_pack = P.n_pack
-    cdef Py_ssize_t n_comp = P.n_comp
+    cdef Py_ssize_t n_comp = P.n_comp          # compute tasks: gw ones [0, n_gw), then gi ones
     cdef Py_ssize_t c0 = 0
     if _phase_mask != 7:                 # profiling only
         if not (_phase_mask & 1):
             n_pack = 0
-        if not (_phase_mask & 2):
-            c0 = P.n_gi
         if not (_phase_mask & 4):
-            n_comp = P.n_gi
+            c0 = P.n_gw
+        if not (_phase_mask & 2):
+            n_comp = P.n_gw
     _stamp(0)
     if threads <= 1:
         for i in range(n_pack):
             ct_pack_task(P, i)
         _stamp(1)
+        _stamp(2)
         for i in range(c0, n_comp):
             ct_comp_task(P, i, P.cbuf)
-            if i == P.n_gi - 1:
+            if i == P.n_gw - 1:
                 _stamp(2)
     else:
         with parallel(num_threads=threads):
@@ -326,7 +332,7 @@ cdef inline void _stamp(int i) noexcept nogil:
 
 
 def _last_stamps():
-    """Profiling hook: seconds spent in (pack, first compute tasks, the rest, gb) by the last call."""
+    """Profiling hook: seconds spent in (pack, gw, gi, gb) by the last serial call (gw + gi in parallel ones)."""
     return tuple(_stamps[i + 1] - _stamps[i] for i in range(4))
 
 
