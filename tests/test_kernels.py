@@ -298,6 +298,35 @@ def test_in_place_panels(shape, threads):
     assert np.array_equal(dy, keep[0]) and np.array_equal(x, keep[1])
 
 
+@pytest.mark.parametrize("shape", [
+    (512, 4, 8, 8, 3, 1),       # 3 k share each DY row (NK = 3), 4 co pairs
+    (70, 3, 8, 5, 5, 2),        # odd Cout: the last pair is half empty; K = 5 -> k passes of 3 + 2
+    (40, 2, 16, 1, 2, 0),       # one co; two full X panels
+    (40, 2, 12, 7, 1, 0),       # a full panel and a 4-wide one (the plain kernel)
+    (300, 1, 24, 8, 4, 3),      # pad > K - 1
+])
+@pytest.mark.parametrize("layout", ["contiguous", "gaps"])
+def test_gw_co_pair_kernel(shape, layout):
+    """The AVX-512 co-pair gw kernel (8 ci x 2 co per vector, narrow channels) gives the plain kernel's bits,
+    for X read in place (contiguous) and packed (gaps), and the reference bound holds."""
+    if "avx512" not in ISAS:
+        pytest.skip("no AVX-512 on this CPU")
+    rng = np.random.default_rng(sum(shape))
+    T_in, B, Cin, Cout, K_, pad = shape
+    T_out = T_in + 2 * pad - K_ + 1
+    dy, x, w = (with_layout(rand(rng, s, F32), layout) for s in ((T_out, B, Cout), (T_in, B, Cin), (K_, Cin, Cout)))
+    K._set_isa("avx512")
+    old = K._set_gw_pairs(False)
+    try:
+        plain = run_kernel(dy, x, w, pad, threads=2)
+        K._set_gw_pairs(True)
+        pairs = run_kernel(dy, x, w, pad, threads=2)
+    finally:
+        K._set_gw_pairs(old)
+    assert _bits(pairs) == _bits(plain)
+    check(dy, x, w, pad, pairs)
+
+
 def test_document_example_values():
     x = np.ones((5, 1, 2), np.float32)
     w = np.ones((1, 2, 2), np.float32)
@@ -429,7 +458,8 @@ def test_determinism_threads(dtype, compute):
     assert _bits(run_kernel(dy, x, w, pad, compute=compute, threads=2, deterministic=False)) == first
 
 
-@pytest.mark.parametrize("shape", [(40, 5, 45, 38, 3, 1), (60, 7, 11, 9, 5, 1), (50, 3, 2, 3, 4, 3)])
+@pytest.mark.parametrize("shape", [(40, 5, 45, 38, 3, 1), (60, 7, 11, 9, 5, 1), (50, 3, 2, 3, 4, 3),
+                                   (60, 5, 8, 6, 3, 1)])
 @pytest.mark.parametrize("dtype,compute", [(F32, FP32), (F32, HF32), (F16, FP16C), (BF16, BF16C)])
 def test_determinism_isa(dtype, compute, shape):
     """Every code path computes the same FMA chains in the same order: bitwise identical results

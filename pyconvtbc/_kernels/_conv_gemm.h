@@ -32,6 +32,7 @@
 enum { CT_DT_F32 = 0, CT_DT_F16 = 1, CT_DT_BF16 = 27, CT_DT_HIF8 = 34, CT_DT_E4M3 = 36 };
 enum { CT_C_FP32 = 0, CT_C_HF32 = 1, CT_C_FP16 = 2, CT_C_BF16 = 3 };
 enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2 };
+static int ct_gw_pairs_on = 1;   /* AVX-512 co-pair gw kernel for narrow channels (a profiling hook turns it off) */
 
 #define CT_PO 32          /* lanes of a DYp panel (co) and of a Wp panel (ci) */
 #define CT_PX 8           /* lanes of an Xp panel (ci) */
@@ -528,6 +529,59 @@ CT_I512 void ct_gw_body_512(const int NK, const int M, const int NV, int64_t n, 
                else if (nk == 2) ct_gw_body_512(2, MM, 1, n, kc, A, lda, ak, B, ldb, C, ldc, ck); \
                else ct_gw_body_512(1, MM, 1, n, kc, A, lda, ak, B, ldb, C, ldc, ck); } break;
 
+/* gw micro-kernel for a full 8-ci panel and at most 8 co (narrow channels): the plain kernel would fill only
+ * n of each vector's 16 lanes, so here a vector holds 8 ci x a PAIR of co: lane h*8 + i is (ci i, co 2cq + h).
+ * Per row: the X row (8 ci) is broadcast to both halves straight from memory, the DY row is loaded once and
+ * spread into the NCQ co pairs by a permute shared by the NK k.  Each lane is still the one fp32 FMA chain of
+ * its (k, ci, co) over the rows in ascending order: bitwise the plain kernel's result.
+ * C[kk*ck + i*ldc + j] += sum_{p<kc} A[kk*ak + p*lda + i] * B[p*ldb + j]   (i < 8, j < n <= 2*NCQ) */
+CT_I512 void ct_gw_pair_512(const int NK, const int NCQ, int64_t n, int64_t kc, const float *A, int64_t lda,
+                            int64_t ak, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t ck) {
+    __m512 acc[3][4];
+    __m512i idx[4], off[4];
+    __mmask16 keep[4];
+    const __m512i half = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);   /* h of each lane */
+    const __m512i ci = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);     /* i of each lane */
+    const __mmask16 kn = ct_mask16(n);
+    const float *Ak[3];
+    _Pragma("GCC unroll 4") for (int cq = 0; cq < NCQ; cq++) {
+        idx[cq] = _mm512_add_epi32(_mm512_set1_epi32(2 * cq), half);                 /* co of each lane */
+        keep[cq] = _mm512_cmplt_epi32_mask(idx[cq], _mm512_set1_epi32((int)n));
+        off[cq] = _mm512_add_epi32(_mm512_mullo_epi32(ci, _mm512_set1_epi32((int)ldc)), idx[cq]);
+    }
+    _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
+        Ak[kk] = A + kk * ak;
+        _Pragma("GCC unroll 4") for (int cq = 0; cq < NCQ; cq++)
+            acc[kk][cq] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), keep[cq], off[cq], C + kk * ck, 4);
+    }
+    for (int64_t p = 0; p < kc; p++) {
+        __m512 b = _mm512_maskz_loadu_ps(kn, B), bv[4];
+        _Pragma("GCC unroll 4") for (int cq = 0; cq < NCQ; cq++) bv[cq] = _mm512_permutexvar_ps(idx[cq], b);
+        _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++) {
+            __m512 a = _mm512_broadcast_f32x8(_mm256_loadu_ps(Ak[kk] + p * lda));
+            _Pragma("GCC unroll 4") for (int cq = 0; cq < NCQ; cq++)
+                acc[kk][cq] = _mm512_fmadd_ps(a, bv[cq], acc[kk][cq]);
+        }
+        B += ldb;
+    }
+    _Pragma("GCC unroll 4") for (int kk = 0; kk < NK; kk++)
+        _Pragma("GCC unroll 4") for (int cq = 0; cq < NCQ; cq++)
+            _mm512_mask_i32scatter_ps(C + kk * ck, keep[cq], off[cq], acc[kk][cq], 4);
+}
+
+#define CT_GWP512(NK) \
+    switch (ncq) { case 1: ct_gw_pair_512(NK, 1, n, kc, A, lda, ak, B, ldb, C, ldc, ck); break; \
+                   case 2: ct_gw_pair_512(NK, 2, n, kc, A, lda, ak, B, ldb, C, ldc, ck); break; \
+                   case 3: ct_gw_pair_512(NK, 3, n, kc, A, lda, ak, B, ldb, C, ldc, ck); break; \
+                   default: ct_gw_pair_512(NK, 4, n, kc, A, lda, ak, B, ldb, C, ldc, ck); break; }
+
+/* m == 8, 1 <= n <= 8, nk in 1..3 */
+static CT_T512 void ct_gw_pairs_512(int64_t nk, int64_t n, int64_t kc, const float *A, int64_t lda, int64_t ak,
+                                    const float *B, int64_t ldb, float *C, int64_t ldc, int64_t ck) {
+    int ncq = (int)((n + 1) / 2);
+    if (nk == 3) { CT_GWP512(3) } else if (nk == 2) { CT_GWP512(2) } else { CT_GWP512(1) }
+}
+
 /* nk in 1..3, and nk == 1 whenever n > 16 */
 static CT_T512 void ct_gw_ukr_512(int64_t nk, int64_t m, int64_t n, int64_t kc, const float *A, int64_t lda,
                                   int64_t ak, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t ck) {
@@ -808,6 +862,10 @@ static inline void ct_gi_ukr(int isa, int64_t m, int64_t n, const float *DYp, in
 static inline void ct_gw_ukr(int isa, int64_t nk, int64_t m, int64_t n, int64_t kc, const float *A, int64_t lda,
                              int64_t ak, const float *B, int64_t ldb, float *C, int64_t ldc, int64_t ck) {
 #if CT_X86
+    if (isa == CT_ISA_AVX512 && m == CT_PX && n <= 8 && nk <= 3 && ct_gw_pairs_on) {
+        ct_gw_pairs_512(nk, n, kc, A, lda, ak, B, ldb, C, ldc, ck);
+        return;
+    }
     if (isa == CT_ISA_AVX512 && (nk <= 3 && (nk == 1 || n <= 16))) {
         ct_gw_ukr_512(nk, m, n, kc, A, lda, ak, B, ldb, C, ldc, ck);
         return;

@@ -54,6 +54,7 @@ cdef extern from "_conv_gemm.h" nogil:
     int CT_ALIGN
     int64_t ct_blk[6]
     int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512
+    int ct_gw_pairs_on
 
 
 cnp.import_array()
@@ -103,6 +104,15 @@ def _set_blocking(mci=None, nci=None, kci=None, mcw=None, ncw=None, kcw=None):
             if v < 1 or (i in (1, 2, 4) and v % 32) or (i == 3 and v % 8) or (i == 0 and v % 42):
                 raise ValueError(f"bad blocking value {v}")
             ct_blk[i] = v
+    return old
+
+
+def _set_gw_pairs(on=True):
+    """Testing / profiling hook: use the AVX-512 co-pair gw kernel for narrow channels (default on). Returns
+    the old setting.  Not thread safe; results are the same bits either way."""
+    global ct_gw_pairs_on
+    old = bool(ct_gw_pairs_on)
+    ct_gw_pairs_on = 1 if on else 0
     return old
 
 
