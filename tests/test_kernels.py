@@ -327,6 +327,32 @@ def test_gw_co_pair_kernel(shape, layout):
     check(dy, x, w, pad, pairs)
 
 
+@pytest.mark.parametrize("dtype,compute", [(F16, FP16C), (BF16, BF16C)], ids=["f16", "bf16"])
+def test_no_rounding_pass_for_compute_format_data(dtype, compute):
+    """fp16 data with FP16 compute (bf16 with BF16) is packed without a rounding pass: the results are the bits
+    of the same values given as fp32 and rounded to the compute format, signalling NaNs, infinities and
+    subnormals included, on every code path."""
+    rng = np.random.default_rng(3)
+    T_in, B, Cin, Cout, K_, pad = 40, 3, 19, 21, 3, 1
+    T_out = T_in + 2 * pad - K_ + 1
+    bits16 = {F16: [0x7C01, 0xFC02, 0x7E03, 0x7C00, 0x0001, 0x83FF],       # sNaN, sNaN, qNaN, inf, subnormals
+              BF16: [0x7F81, 0xFF82, 0x7FC3, 0x7F80, 0x0001, 0x807F]}[dtype]
+    arrs = []
+    for s in ((T_out, B, Cout), (T_in, B, Cin), (K_, Cin, Cout)):
+        a = rand(rng, s, dtype)
+        flat = a.reshape(-1).view(np.uint16)
+        flat[rng.choice(flat.size, len(bits16), replace=False)] = bits16
+        arrs.append(a)
+    as32 = [a.astype(np.float32) for a in arrs]
+    assert np.isnan(as32[1]).any()
+    outs = dict(gi_dt=dtype, gw_dt=dtype, gb_dt=dtype)
+    for isa in ISAS:
+        K._set_isa(isa)
+        direct = run_kernel(*arrs, pad, compute=compute)
+        rounded = run_kernel(*as32, pad, compute=compute, **outs)
+        assert _bits(direct) == _bits(rounded), isa
+
+
 def test_document_example_values():
     x = np.ones((5, 1, 2), np.float32)
     w = np.ones((1, 2, 2), np.float32)

@@ -230,6 +230,15 @@ static inline float ct_round1(float v, int compute, int hbits, int hrnd) {
     }
 }
 
+/* The rounding a packed operand of dtype dt needs: none when every dt value is already a compute-format value
+ * (fp16 data with FP16 compute, bf16 with BF16).  Skipping it changes no result: rounding such a value gives
+ * the value back, except that a signalling NaN comes back quiet, and an FMA quiets a NaN operand anyway and
+ * returns the first NaN operand's payload, signalling or not. */
+static inline int ct_round_for(int dt, int compute) {
+    if ((compute == CT_C_FP16 && dt == CT_DT_F16) || (compute == CT_C_BF16 && dt == CT_DT_BF16)) return CT_C_FP32;
+    return compute;
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 /* portable row codecs                                                                              */
 /* ------------------------------------------------------------------------------------------------ */
@@ -988,7 +997,7 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
         for (int64_t rr = r0; rr < r1; rr += CT_RB)
             ct_decode_rows(P, &P->dy, P->Cout, rr, ct_min(CT_RB, r1 - rr), co0, wq, v + (rr - r0) * wq);
         ct_gb_partials(P->isa, v, r1 - r0, wq, gout, P->Cout);
-        ct_round_row(P->isa, v, (r1 - r0) * wq, P->compute, P->hbits, P->hrnd);
+        ct_round_row(P->isa, v, (r1 - r0) * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
         return;
     }
     float tmp[CT_GBR * CT_PO];                                   /* gb only (no products) */
@@ -1011,11 +1020,11 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
         if (p1 - p0 == 1) {       /* one panel: its rows [rr, rr+nr) are contiguous [nr][n] */
             float *v = P->Xp + p0 * P->RI * CT_PX + rr * n;
             ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, v);
-            ct_round_row(P->isa, v, nr * n, P->compute, P->hbits, P->hrnd);
+            ct_round_row(P->isa, v, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
             continue;
         }
         ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, tmp);
-        ct_round_row(P->isa, tmp, nr * n, P->compute, P->hbits, P->hrnd);
+        ct_round_row(P->isa, tmp, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
         for (int64_t p = p0; p < p1; p++) {
             int64_t wi = ct_min(CT_PX, P->Cin - p * CT_PX);
             float *d = P->Xp + p * P->RI * CT_PX + rr * wi;
@@ -1041,7 +1050,7 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
         for (int64_t j = 0; j < wj; j++) {
             const char *row = P->w.base + k * P->w.s0 + (ci0 + j) * P->w.s1 + c0 * P->w.s2;
             ct_decode_row(P->isa, row, P->w.s2, P->w.dt, n, v + j * 64);
-            ct_round_row(P->isa, v + j * 64, n, P->compute, P->hbits, P->hrnd);
+            ct_round_row(P->isa, v + j * 64, n, ct_round_for(P->w.dt, P->compute), P->hbits, P->hrnd);
         }
         float *d = dst + c0 * wj;
         for (int64_t c = 0; c < n; c++)
@@ -1110,6 +1119,8 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
     }
     if (direct) return;
     int64_t es = ct_dt_size(P->gi_dt);
+    /* rounding to C then casting to the same format is the cast alone (RNE is idempotent, NaNs stay quiet) */
+    if ((pre == CT_C_FP16 && P->gi_dt == CT_DT_F16) || (pre == CT_C_BF16 && P->gi_dt == CT_DT_BF16)) pre = CT_C_FP32;
     if (nc == ld && nc == P->Cin)       /* tile rows and output rows are both contiguous */
         ct_store_row(P->isa, cb, (R1 - R0) * nc, P->gi + R0 * P->Cin * es, P->gi_dt, pre, 0, 0);
     else
