@@ -8,7 +8,8 @@
  *   pack   DY -> DYp  [co-panel q of 32][row r = t*B+b][wq]   rounded to C; gb partial sums fused (fixed chunks)
  *          X  -> Xp   [ci-panel p of 8][row r][wi]            rounded to C
  *          W  -> Wp   [k][ci-panel of 32][co][wj]             rounded to C
- *   compute gi tasks (row block x ci block) and gw tasks (k x ci block x co block), any order, any thread:
+ *          (fp32 DY / X that already are one dense panel and need no rounding are read in place: ct_plan_direct)
+ *   compute gw tasks (k x ci block x co block), then gi tasks (row block x ci block), any thread:
  *          every output element is owned by one task and reduced by one sequential fp32 FMA chain in a fixed
  *          order (gi: k ascending, co ascending; gw: rows ascending), so results do not depend on threads,
  *          blocking or instruction set.  A time shift is a pointer offset in the panels.
