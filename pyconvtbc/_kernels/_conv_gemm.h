@@ -1121,7 +1121,7 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
     if (direct) return;
     int64_t es = ct_dt_size(P->gi_dt);
     /* rounding to C then casting to the same format is the cast alone (RNE is idempotent, NaNs stay quiet) */
-    if ((pre == CT_C_FP16 && P->gi_dt == CT_DT_F16) || (pre == CT_C_BF16 && P->gi_dt == CT_DT_BF16)) pre = CT_C_FP32;
+    pre = ct_round_for(P->gi_dt, pre);
     if (nc == ld && nc == P->Cin)       /* tile rows and output rows are both contiguous */
         ct_store_row(P->isa, cb, (R1 - R0) * nc, P->gi + R0 * P->Cin * es, P->gi_dt, pre, 0, 0);
     else
