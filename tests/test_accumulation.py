@@ -262,3 +262,27 @@ def test_options_are_process_settings_read_at_phase_1():
     assert pc.aclrtMemcpy(gw, gw.nbytes, outs[1][1], gw.nbytes, pc.ACL_MEMCPY_DEVICE_TO_HOST) == 0
     assert (bits(gw) == bits(rgw_s)).all()
     assert dict(ex.plan.options)["accumulation"] == "sequential"
+
+
+@pytest.mark.parametrize("soc,shape", [("ascend910b", (600, 2, 3, 5, 3, 1)),     # per-item chains > 256 rows
+                                       ("ascend950", (4200, 2, 2, 3, 2, 0)),     # 32 pieces of ~262 positions
+                                       ("ascend910b", (300, 1, 9, 17, 2, 1))])
+@pytest.mark.parametrize("form", ["cube", "cube_wide"])
+def test_long_chains_cut_into_row_chunks(soc, shape, form):
+    """Chains longer than the kernels' row chunk carry their value from chunk to chunk: still the model's bits."""
+    dy, x, w, b = problem(shape, seed=21, bits_=4)
+    gi, gw, _ = pc.conv_tbc_backward(dy, x, w, b, shape[5], soc=soc, deterministic=True, accumulation=form)
+    rgi, rgw = reference(dy, x, w, shape[5], form, 8, soc)
+    assert (bits(gw) == bits(rgw)).all() and (bits(gi) == bits(rgi)).all()
+
+
+def test_ascend950_grad_input_segments():
+    """ascend950, K*Cout >= 32768: gradInput's chain is cut into segments of 32768 reduction elements, each
+    started at 0 and added into the output in order."""
+    shape = (3, 1, 2, 32768 + 40, 1, 0)
+    dy, x, w, b = problem(shape, seed=8, bits_=4)
+    gi = pc.conv_tbc_backward(dy, x, w, b, 0, soc="ascend950", accumulation="cube")[0]
+    rgi = R.grad_input(dy, w, 3, 0, "cube", 8, "ascend950")
+    no_seg = R.grad_input(dy, w, 3, 0, "cube", 8, "ascend910b")
+    assert not (bits(rgi) == bits(no_seg)).all()       # the segments change the sums on these data
+    assert (bits(gi) == bits(rgi)).all()

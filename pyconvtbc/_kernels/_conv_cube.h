@@ -40,13 +40,16 @@ static inline float ct_wide_round(int form, double d) { return form == CT_ACC_RZ
 /* ------------------------------------------------------------------------------------------------ */
 /* generic (any ISA, every form)                                                                     */
 /* ------------------------------------------------------------------------------------------------ */
-/* gw: D[i*ldd + j] += chain over rows q < nr of A[q*lda + i] * B[q*ldb + j]  (i < m <= 8, j < n <= 32);
- * blocks: the first has `first` rows, then k0 each. */
+/* gw: a chain over rows q < nr of A[q*lda + i] * B[q*ldb + j]  (i < m <= 8, j < n <= 32); blocks: the first has
+ * `first` rows, then k0 each.  The chain starts at 0, or (Cc != NULL) continues from Cc[i*ldc + j]; it ends with
+ * D[i*ldd + j] += chain (D != NULL), or is saved in Cc to be continued (a chain cut into row chunks). */
 static void ct_gwc_gen(int form, int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
-                       int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd) {
+                       int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc, int64_t ldc,
+                       int cin) {
     float c[CT_PX * CT_PO], s[CT_PX * CT_PO];
     double d[CT_PX * CT_PO];
-    for (int64_t e = 0; e < m * CT_PO; e++) c[e] = 0.0f;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = cin ? Cc[i * ldc + j] : 0.0f;
     int64_t p = 0, blen = first;
     while (p < nr) {
         int64_t e1 = ct_min(nr, p + blen);
@@ -74,7 +77,10 @@ static void ct_gwc_gen(int form, int64_t m, int64_t n, const float *A, int64_t l
         blen = k0;
     }
     for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) D[i * ldd + j] = D[i * ldd + j] + c[i * CT_PO + j];
+        for (int64_t j = 0; j < n; j++) {
+            if (D) D[i * ldd + j] = D[i * ldd + j] + c[i * CT_PO + j];
+            else Cc[i * ldc + j] = c[i * CT_PO + j];
+        }
 }
 
 /* gi: the chain values C[i*ldc + j] (i < m rows, j < n <= 32 ci) continue with the blocks jb in [jb0, jb1)
@@ -120,13 +126,17 @@ CT_I256 void ct_st8(float *p, int64_t n, __m256i m, __m256 v) {
     else _mm256_maskstore_ps(p, m, v);
 }
 
-/* gw: M (<= 6) ci x NV*8 (<= 16) co.  The chains live in a small L1 tile (cm): one load/add/store per block. */
+/* gw: M (<= 6) ci x NV*8 (<= 16) co; block sums s and chains c in registers (the compiler spills the chains,
+ * touched once per block, when it must). */
 CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
-                             int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd) {
-    __m256 s[6][2];
-    float cm[6 * 16] __attribute__((aligned(32)));
+                             int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                             int64_t ldc, int cin) {
+    __m256 s[6][2], c[6][2];
     __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
-    memset(cm, 0, sizeof(cm));
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        c[i][0] = cin ? ct_ld8(Cc + i * ldc, n, m0) : _mm256_setzero_ps();
+        if (NV == 2) c[i][1] = cin ? ct_ld8(Cc + i * ldc + 8, n - 8, m1) : _mm256_setzero_ps();
+    }
     int64_t p = 0, blen = first;
     while (p < nr) {
         int64_t e1 = ct_min(nr, p + blen);
@@ -147,33 +157,40 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
             Bq += ldb;
         }
         _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
-            if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
+            c[i][0] = _mm256_add_ps(c[i][0], s[i][0]);
+            if (NV == 2) c[i][1] = _mm256_add_ps(c[i][1], s[i][1]);
         }
         p = e1;
         blen = k0;
     }
+    if (!D) {
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+            ct_st8(Cc + i * ldc, n, m0, c[i][0]);
+            if (NV == 2) ct_st8(Cc + i * ldc + 8, n - 8, m1, c[i][1]);
+        }
+        return;
+    }
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-        ct_st8(D + i * ldd, n, m0, _mm256_add_ps(ct_ld8(D + i * ldd, n, m0), _mm256_load_ps(cm + 16 * i)));
+        ct_st8(D + i * ldd, n, m0, _mm256_add_ps(ct_ld8(D + i * ldd, n, m0), c[i][0]));
         if (NV == 2)
-            ct_st8(D + i * ldd + 8, n - 8, m1, _mm256_add_ps(ct_ld8(D + i * ldd + 8, n - 8, m1),
-                                                             _mm256_load_ps(cm + 16 * i + 8)));
+            ct_st8(D + i * ldd + 8, n - 8, m1, _mm256_add_ps(ct_ld8(D + i * ldd + 8, n - 8, m1), c[i][1]));
     }
 }
 
 #define CT_GWC256(MM) \
-    case MM: { if (nv == 2) ct_gwc_body_256(MM, 2, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd); \
-               else ct_gwc_body_256(MM, 1, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd); } break;
+    case MM: { if (nv == 2) ct_gwc_body_256(MM, 2, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin); \
+               else ct_gwc_body_256(MM, 1, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin); } break;
 
 static CT_T256 void ct_gwc_ukr_256(int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
-                                   int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd) {
+                                   int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                                   int64_t ldc, int cin) {
     for (int64_t i0 = 0; i0 < m; i0 += 4) {       /* 4 ci x 16 co per pass: 8 independent chains */
         const float *Ai = A + i0;
         for (int64_t j0 = 0; j0 < n; j0 += 16) {
             int64_t nn = ct_min(16, n - j0);
             int nv = nn > 8 ? 2 : 1;
             const float *Bj = B + j0;
-            float *Di = D + i0 * ldd + j0;
+            float *Di = D ? D + i0 * ldd + j0 : NULL, *Ci = Cc ? Cc + i0 * ldc + j0 : NULL;
             switch (ct_min(4, m - i0)) {
                 CT_GWC256(1) CT_GWC256(2) CT_GWC256(3) CT_GWC256(4)
                 default: break;
@@ -254,14 +271,15 @@ static CT_T256 void ct_gic_ukr_256(int64_t m, int64_t n, const float *DYp, int64
 /* dispatch                                                                                         */
 /* ------------------------------------------------------------------------------------------------ */
 static inline void ct_gwc_ukr(const ct_plan *P, int64_t m, int64_t n, const float *A, int64_t lda, const float *B,
-                              int64_t ldb, int64_t nr, int64_t first, float *D, int64_t ldd) {
+                              int64_t ldb, int64_t nr, int64_t first, float *D, int64_t ldd, float *Cc, int64_t ldc,
+                              int cin) {
 #if CT_X86
     if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
-        ct_gwc_ukr_256(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd);
+        ct_gwc_ukr_256(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
         return;
     }
 #endif
-    ct_gwc_gen(P->acc, m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd);
+    ct_gwc_gen(P->acc, m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
 }
 
 /* gi rows per micro-tile of the cube kernels, for a panel of n ci */
@@ -378,6 +396,7 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
 
 /* gw task (cube model): k in [k0, k0+G) x ci [I0, I1) x co [C0, C1), and (layout 1 with pieces) one piece. */
 static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
+    float *cbase = cb;                           /* the thread's buffer: task tile, then the chain tile */
     int64_t piece = 0;
     if (P->gw_pieces > 1) { piece = task / P->n_gw1; task %= P->n_gw1; }
     int64_t per_k = P->n_gw_ib * P->n_gw_ob;
@@ -399,25 +418,37 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     }
     for (int64_t kk = 0; kk < G; kk++) ct_tile_zero(cb + kk * tile, I1 - I0, nc, ld);
     if (P->Xp) {
-        int64_t B = P->B, k0b = P->k0;
+        /* Chains are cut into chunks of CH rows (whole blocks) so that a chunk's rows stay in cache while every
+         * (co, k, ci) of the task reads them; a chain's value is carried from chunk to chunk in the thread's
+         * chain tile cc (same geometry as the task tile), then added into the output. */
+        int64_t B = P->B, k0b = P->k0, CH = ct_max(1, CT_KCW / k0b) * k0b;
+        float *cc = P->cbuf ? cbase + P->gw_ctile_off : NULL;
+        int64_t lcc = P->gw_ld, tcc = P->gw_mc * P->gw_ld;
         if (P->layout == 0) {
             for (int64_t bi = 0; bi < B; bi++) {
                 int64_t b = P->perm ? P->perm[bi] : bi;
                 /* row of (t, b): b-major panels b*T + t (B > 1), else t (B == 1: the same rows) */
                 int64_t xb = P->bmajor ? b * P->T_in : b, yb = P->bmajor ? b * P->T_out : b;
                 int64_t st = P->bmajor ? 1 : B;
-                for (int64_t co = C0; co < C1; co += CT_PO) {
-                    int64_t wq = ct_min(CT_PO, P->Cout - co);
-                    const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + yb * wq;
-                    for (int64_t k = k0; k < k0 + G; k++) {
-                        int64_t ta = ct_max(0, P->pad - k), tb = ct_min(P->T_out, P->T_in + P->pad - k);
-                        if (ta >= tb) continue;
-                        int64_t first = ct_min(tb - ta, k0b - ta % k0b);
-                        for (int64_t ci = I0; ci < I1; ci += CT_PX) {
-                            int64_t wi = ct_min(CT_PX, P->Cin - ci);
-                            const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + ((ta + k - P->pad) * st + xb) * wi;
-                            ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + ta * st * wq, st * wq, tb - ta, first,
-                                       cb + (k - k0) * tile + (ci - I0) * ld + (co - C0), ld);
+                for (int64_t t0 = 0; t0 < P->T_out; t0 += CH) {
+                    int64_t t1 = ct_min(P->T_out, t0 + CH);
+                    for (int64_t co = C0; co < C1; co += CT_PO) {
+                        int64_t wq = ct_min(CT_PO, P->Cout - co);
+                        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + yb * wq;
+                        for (int64_t k = k0; k < k0 + G; k++) {
+                            int64_t ta = ct_max(0, P->pad - k), tb = ct_min(P->T_out, P->T_in + P->pad - k);
+                            int64_t a = ct_max(t0, ta), z = ct_min(t1, tb);
+                            if (a >= z) continue;
+                            int64_t first = ct_min(z - a, k0b - a % k0b);
+                            int cin = a > ta, fin = z == tb || !cc;
+                            for (int64_t ci = I0; ci < I1; ci += CT_PX) {
+                                int64_t wi = ct_min(CT_PX, P->Cin - ci);
+                                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + ((a + k - P->pad) * st + xb) * wi;
+                                int64_t o = (ci - I0) * lcc + (co - C0);
+                                ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + a * st * wq, st * wq, z - a, first,
+                                           fin ? cb + (k - k0) * tile + (ci - I0) * ld + (co - C0) : NULL, ld,
+                                           cc ? cc + (k - k0) * tcc + o : NULL, lcc, cin);
+                            }
                         }
                     }
                 }
@@ -428,19 +459,26 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
             int64_t seg = P->gw_seg * k0b;                               /* rows per segment */
             for (int64_t s0 = r0; s0 < r1; s0 += seg) {
                 int64_t s1 = ct_min(r1, s0 + seg);
-                for (int64_t co = C0; co < C1; co += CT_PO) {
-                    int64_t wq = ct_min(CT_PO, P->Cout - co);
-                    const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO;
-                    for (int64_t k = k0; k < k0 + G; k++) {
-                        int64_t a = ct_max(s0, ct_max(0, P->pad - k) * B);
-                        int64_t z = ct_min(s1, ct_min(P->T_out, P->T_in + P->pad - k) * B);
-                        if (a >= z) continue;
-                        int64_t first = ct_min(z - a, k0b - a % k0b);
-                        for (int64_t ci = I0; ci < I1; ci += CT_PX) {
-                            int64_t wi = ct_min(CT_PX, P->Cin - ci);
-                            const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (a + (k - P->pad) * B) * wi;
-                            ct_gwc_ukr(P, wi, wq, Ap, wi, Bq + a * wq, wq, z - a, first,
-                                       cb + (k - k0) * tile + (ci - I0) * ld + (co - C0), ld);
+                for (int64_t q0 = s0; q0 < s1; q0 += CH) {
+                    int64_t q1 = ct_min(s1, q0 + CH);
+                    for (int64_t co = C0; co < C1; co += CT_PO) {
+                        int64_t wq = ct_min(CT_PO, P->Cout - co);
+                        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO;
+                        for (int64_t k = k0; k < k0 + G; k++) {
+                            int64_t ca = ct_max(s0, ct_max(0, P->pad - k) * B);      /* the chain's rows */
+                            int64_t cz = ct_min(s1, ct_min(P->T_out, P->T_in + P->pad - k) * B);
+                            int64_t a = ct_max(q0, ca), z = ct_min(q1, cz);
+                            if (a >= z) continue;
+                            int64_t first = ct_min(z - a, k0b - a % k0b);
+                            int cin = a > ca, fin = z == cz || !cc;
+                            for (int64_t ci = I0; ci < I1; ci += CT_PX) {
+                                int64_t wi = ct_min(CT_PX, P->Cin - ci);
+                                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (a + (k - P->pad) * B) * wi;
+                                int64_t o = (ci - I0) * lcc + (co - C0);
+                                ct_gwc_ukr(P, wi, wq, Ap, wi, Bq + a * wq, wq, z - a, first,
+                                           fin ? cb + (k - k0) * tile + (ci - I0) * ld + (co - C0) : NULL, ld,
+                                           cc ? cc + (k - k0) * tcc + o : NULL, lcc, cin);
+                            }
                         }
                     }
                 }

@@ -110,6 +110,7 @@ typedef struct {
     int64_t off_pcb, n_post;              /* piece sums (P x K*Cin*Cout floats); pairwise-tree tasks */
     float *pcb;
     int bmajor;                           /* DYp / Xp rows in b-major order: row b*T + t (layout 0 cube forms) */
+    int64_t gw_ctile_off;                 /* floats from a thread's cbuf to its gw chain tile (cube forms) */
 } ct_plan;
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -203,8 +204,11 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->gi_ld = ct_min(CT_NCI, Cin);
     P->gw_ld = ct_min(P->gw_nc, Cout);
     P->gi_tile = ct_up(ct_min(CT_MCI, P->RI) * P->gi_ld, CT_ALIGN / 4);
-    int64_t cb = ct_max(gi_buf || P->gi_seg || P->bmajor ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0,
-                        gw_buf ? P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld : 0);
+    /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
+    int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
+    P->gw_ctile_off = gwt;
+    if (acc != 0 && prod) gwt += P->gw_kg * P->gw_mc * P->gw_ld;
+    int64_t cb = ct_max(gi_buf || P->gi_seg || P->bmajor ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
     P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
