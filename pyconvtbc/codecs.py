@@ -1,4 +1,4 @@
-"""Public codecs for the reduced-precision formats pyconvtbc emulates (API.md section 3).
+"""Public codecs for the reduced-precision formats pyconvtbc emulates (docs/precision.md, "Public codecs").
 
 Every function accepts any array-like of any shape and strides (it is made contiguous internally), returns a
 new C-contiguous array of the same shape, and validates its keyword arguments with a ``ValueError`` that names
