@@ -225,3 +225,32 @@ def test_check_build_rejects_bad_artifacts():
     assert check.wheel_problems(good_wheel[1:]) == []                  # __init__.py is not a listed need
     assert check.wheel_problems([n for n in good_wheel if "py.typed" not in n]) != []
     assert check.wheel_problems([n for n in good_wheel if "_codecs" not in n]) != []
+
+
+# ---- typed, documented public codecs --------------------------------------------------------------------
+def test_public_codecs_are_fully_type_hinted():
+    import inspect
+    import typing
+
+    from pyconvtbc import codecs
+    for name in ("hif8_encode", "hif8_decode", "round_to_hf32", "e4m3fn_encode", "e4m3fn_decode",
+                 "round_to_fp16", "round_to_bf16"):
+        fn = getattr(codecs, name)
+        hints = typing.get_type_hints(fn)                  # the annotations resolve
+        params = inspect.signature(fn).parameters
+        assert set(params) | {"return"} == set(hints), (name, set(params) ^ (set(hints) - {"return"}))
+
+
+def test_codec_docstrings_have_numpydoc_sections_and_their_examples_hold():
+    import doctest
+
+    from pyconvtbc import codecs
+    for fn in (codecs.hif8_encode, codecs.hif8_decode, codecs.round_to_hf32):
+        doc = fn.__doc__
+        for section in ("Parameters\n    ----------", "Returns\n    -------", "Raises\n    ------"):
+            assert section in doc, (fn.__name__, section)
+        params = [p for p in __import__("inspect").signature(fn).parameters]
+        for p in params:                                   # every parameter is documented
+            assert re.search(rf"^    {p} : ", doc, re.M), (fn.__name__, p)
+    result = doctest.testmod(codecs, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 4 and result.failed == 0, result
