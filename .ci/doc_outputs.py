@@ -17,7 +17,6 @@ tests/test_docs_outputs.py runs the check.
 """
 import argparse
 import difflib
-import os
 import re
 import shlex
 import subprocess

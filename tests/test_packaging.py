@@ -5,14 +5,17 @@ The sdist/wheel checks build from a copy of the source tree (nothing is written 
 builds the real artifacts with ``python -m build`` and runs the whole suite against the installed wheel
 (.ci/run), with PYCONVTBC_EXPECT_INSTALLED=1 so that the last tests here check the installed copy.
 """
+import doctest
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import typing
 from pathlib import Path
 
 import pytest
@@ -139,11 +142,10 @@ def test_unbuilt_source_tree_fails_with_a_clear_import_error(tmp_path):
     for code in ("import pyconvtbc", "import pyconvtbc.codecs", "from pyconvtbc import conv_tbc_backward"):
         r = _python_in(tmp_path, code)
         assert r.returncode == 1, (code, r.stdout, r.stderr)
-        last = r.stderr.strip().splitlines()
         msg = r.stderr[r.stderr.index("ImportError:"):]
         assert "source tree" in msg and str(tmp_path) in msg, msg       # names the tree
         assert "another directory" in msg and "pip install -e ." in msg, msg   # and the fixes
-        assert "partially initialized" not in r.stderr and last
+        assert "partially initialized" not in r.stderr
 
 
 def test_extension_that_does_not_load_is_named(tmp_path):
@@ -229,9 +231,6 @@ def test_check_build_rejects_bad_artifacts():
 
 # ---- typed, documented public codecs --------------------------------------------------------------------
 def test_public_codecs_are_fully_type_hinted():
-    import inspect
-    import typing
-
     from pyconvtbc import codecs
     for name in ("hif8_encode", "hif8_decode", "round_to_hf32", "e4m3fn_encode", "e4m3fn_decode",
                  "round_to_fp16", "round_to_bf16"):
@@ -242,15 +241,12 @@ def test_public_codecs_are_fully_type_hinted():
 
 
 def test_codec_docstrings_have_numpydoc_sections_and_their_examples_hold():
-    import doctest
-
     from pyconvtbc import codecs
     for fn in (codecs.hif8_encode, codecs.hif8_decode, codecs.round_to_hf32):
         doc = fn.__doc__
         for section in ("Parameters\n    ----------", "Returns\n    -------", "Raises\n    ------"):
             assert section in doc, (fn.__name__, section)
-        params = [p for p in __import__("inspect").signature(fn).parameters]
-        for p in params:                                   # every parameter is documented
+        for p in inspect.signature(fn).parameters:                                   # every parameter is documented
             assert re.search(rf"^    {p} : ", doc, re.M), (fn.__name__, p)
     result = doctest.testmod(codecs, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 4 and result.failed == 0, result
