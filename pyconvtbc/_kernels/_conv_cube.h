@@ -427,6 +427,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
         if (P->layout == 0) {
             for (int64_t bi = 0; bi < B; bi++) {
                 int64_t b = P->perm ? P->perm[bi] : bi;
+                if (ct_stop(P)) return;
                 /* row of (t, b): b-major panels b*T + t (B > 1), else t (B == 1: the same rows) */
                 int64_t xb = P->bmajor ? b * P->T_in : b, yb = P->bmajor ? b * P->T_out : b;
                 int64_t st = P->bmajor ? 1 : B;
@@ -461,6 +462,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                 int64_t s1 = ct_min(r1, s0 + seg);
                 for (int64_t q0 = s0; q0 < s1; q0 += CH) {
                     int64_t q1 = ct_min(s1, q0 + CH);
+                    if (ct_stop(P)) return;
                     for (int64_t co = C0; co < C1; co += CT_PO) {
                         int64_t wq = ct_min(CT_PO, P->Cout - co);
                         const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO;

@@ -111,7 +111,13 @@ typedef struct {
     float *pcb;
     int bmajor;                           /* DYp / Xp rows in b-major order: row b*T + t (layout 0 cube forms) */
     int64_t gw_ctile_off;                 /* floats from a thread's cbuf to its gw chain tile (cube forms) */
+    /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
+     * the outputs are left partly written.  NULL: never stop. */
+    int (*poll)(void *);
+    void *poll_ctx;
 } ct_plan;
+
+static inline int ct_stop(const ct_plan *P) { return P->poll != NULL && P->poll(P->poll_ctx); }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* plan: sizes, task counts, workspace layout.  Returns 0, or -1 when a size overflows int64.        */
@@ -1120,6 +1126,7 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
 }
 
 static void ct_pack_task(const ct_plan *P, int64_t task) {
+    if (ct_stop(P)) return;
     if (task < P->n_pack_dy) { ct_pack_dy(P, task); return; }
     task -= P->n_pack_dy;
     if (task < P->n_pack_x) { ct_pack_x(P, task); return; }
@@ -1232,6 +1239,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
         int64_t lo = CT_GW_A(k0 + G - 1), hi = CT_GW_B(k0);
         for (int64_t q0 = lo; q0 < hi; q0 += CT_KCW) {
             int64_t q1 = ct_min(hi, q0 + CT_KCW);
+            if (ct_stop(P)) return;
             for (int64_t co = C0; co < C1; co += CT_PO) {
                 int64_t wq = ct_min(CT_PO, P->Cout - co);
                 for (int64_t ks = k0; ks < k0 + G; ks += P->gw_nkr) {
@@ -1279,6 +1287,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
  * thread starts each of them while the others share the many short gi tasks (the order tasks run in never
  * changes a result: each output element belongs to one task) */
 static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
+    if (ct_stop(P)) return;
     if (P->acc == CT_ACC_SEQ) {
         if (task < P->n_gw) ct_gw_task(P, task, cb);
         else ct_gi_task(P, task - P->n_gw, cb);
@@ -1289,7 +1298,9 @@ static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
 }
 
 /* after every compute task: the pairwise trees of the gw pieces (layout 1) */
-static void ct_post_task(const ct_plan *P, int64_t task) { ct_tree_task(P, task); }
+static void ct_post_task(const ct_plan *P, int64_t task) {
+    if (!ct_stop(P)) ct_tree_task(P, task);
+}
 
 /* gb[co] = sum of the chunk partial sums in chunk order (a tree fixed by the shape alone) */
 static void ct_finish_gb(const ct_plan *P) {

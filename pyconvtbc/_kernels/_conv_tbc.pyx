@@ -14,6 +14,16 @@ cimport numpy as cnp
 from ._openmp cimport pyconvtbc_omp_barrier
 from libc.stdint cimport int64_t, uintptr_t, uint8_t, uint16_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from cpython.exc cimport PyErr_Fetch, PyErr_Restore
+from cpython.ref cimport PyObject
+
+cdef extern from "Python.h":
+    int _check_py_signals "PyErr_CheckSignals" ()     # without Cython's exception propagation: we keep it
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    pthread_t pthread_self()
+    int pthread_equal(pthread_t a, pthread_t b)
 
 # The scalar codecs (their C bodies must be emitted before _conv_gemm.h, which calls them).
 from ._fpround cimport round_hf32, f32_to_f16_bits, f32_to_bf16_bits, COMPUTE_FP32, COMPUTE_BF16
@@ -43,6 +53,8 @@ cdef extern from "_conv_gemm.h" nogil:
         int64_t k0, gw_pieces, gw_seg, gi_seg, n_post, off_pcb
         const int64_t *perm
         float *pcb
+        int (*poll)(void *) noexcept nogil
+        void *poll_ctx
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
@@ -213,12 +225,14 @@ cdef char *_out(op, str name, tuple allowed, int *dt, Py_ssize_t n) except? NULL
     return <char *><uintptr_t>addr
 
 
-def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, deterministic=None, perm=None):
+def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, deterministic=None, perm=None,
+        cancel=None):
     """Compute gradInput, gradWeight, gradBias (docs/developer.md).  Releases the GIL for all the work.
 
     mode: (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate) for the sequential form, or with
     (acc, k0, layout) appended for the accumulation model; perm: None or an int64 array, a permutation of
-    range(B): the order of the per-item gradWeight chains (layout 0).
+    range(B): the order of the per-item gradWeight chains (layout 0); cancel: see ``_run``.  A signal
+    handler's exception (KeyboardInterrupt) stops the call within about POLL_S seconds and is raised.
     """
     cdef ct_plan P
     if len(gi) != 2 or len(gw) != 2:
@@ -231,13 +245,13 @@ def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, determi
     P.gi = _out(gi, "gi", _IN_DTYPES, &P.gi_dt, P.RI * P.Cin)
     P.gw = _out(gw, "gw", _GW_DTYPES, &P.gw_dt, P.K * P.Cin * P.Cout)
     P.gb = _out(gb, "gb", _IN_DTYPES, &P.gb_dt, P.Cout)
-    _run(&P, <uintptr_t>int(ws_ptr), int(ws_size))
+    _run(&P, <uintptr_t>int(ws_ptr), int(ws_size), cancel)
     del keep
 
 
 def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w not None, cnp.ndarray gi not None,
                cnp.ndarray gw not None, cnp.ndarray gb not None, tuple codes, tuple shape, tuple mode,
-               cnp.ndarray ws, num_threads, deterministic=None, perm=None):
+               cnp.ndarray ws, num_threads, deterministic=None, perm=None, cancel=None):
     """``run`` for NumPy arrays (the NumPy layer's per-call path): addresses and strides are read here, in C.
 
     codes: the aclDataType codes of (dy, x, w, gi, gw, gb); the arrays must have the planned shapes.  gi, gw,
@@ -254,9 +268,9 @@ def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w no
     P.gw = _out_array(gw, int(codes[4]), _GW_DTYPES, &P.gw_dt, P.K * P.Cin * P.Cout, "gw")
     P.gb = _out_array(gb, int(codes[5]), _IN_DTYPES, &P.gb_dt, P.Cout, "gb")
     if ws is None:
-        _run(&P, 0, 0)
+        _run(&P, 0, 0, cancel)
     else:
-        _run(&P, <uintptr_t>cnp.PyArray_DATA(ws), cnp.PyArray_NBYTES(ws))
+        _run(&P, <uintptr_t>cnp.PyArray_DATA(ws), cnp.PyArray_NBYTES(ws), cancel)
     del keep
 
 
@@ -320,8 +334,61 @@ cdef char *_out_array(cnp.ndarray a, int code, tuple allowed, int *dt, Py_ssize_
     return <char *>cnp.PyArray_DATA(a) if n > 0 else NULL
 
 
-cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
-    """Lay the workspace out, then execute (GIL released).  P holds the sizes, mode, sources and outputs."""
+# ---- interruption ----------------------------------------------------------------------------------------
+# While the kernels run (GIL released), the calling thread polls for signals at task and row-chunk boundaries,
+# at most every POLL_S seconds: a pending KeyboardInterrupt (or any exception a signal handler raises) stops
+# every thread at its next boundary, and is raised when the call returns (outputs partly written).
+POLL_S = 0.05
+cdef double _poll_s = POLL_S
+
+cdef struct _poll_ctx:
+    pthread_t tid
+    double last
+    int cancel
+    const int *flag          # a caller's cancel flag (nonzero: stop), or NULL
+    PyObject *etype
+    PyObject *evalue
+    PyObject *etb
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+cdef int _check_signals(_poll_ctx *c) noexcept with gil:
+    if _check_py_signals() != 0:
+        PyErr_Fetch(&c.etype, &c.evalue, &c.etb)
+        c.cancel = 1
+    return c.cancel
+
+
+cdef int _poll(void *vctx) noexcept nogil:
+    cdef _poll_ctx *c = <_poll_ctx *>vctx
+    cdef double t
+    if c.cancel:
+        return 1
+    if c.flag != NULL and (<volatile const int *>c.flag)[0] != 0:
+        c.cancel = 1
+        return 1
+    if not pthread_equal(pthread_self(), c.tid):     # only the calling thread takes signals
+        return 0
+    t = _now()
+    if t - c.last < _poll_s:
+        return 0
+    c.last = t
+    return _check_signals(c)
+
+
+class Cancelled(RuntimeError):
+    """The call was stopped through its cancel flag (outputs partly written)."""
+
+
+cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
+    """Lay the workspace out, then execute (GIL released).  P holds the sizes, mode, sources and outputs.
+    cancel: None, or a writable int32 array of one element; setting it nonzero (from any thread) stops the
+    call at the next task or row-chunk boundary, which then raises Cancelled."""
     P.isa = _isa
     cdef uintptr_t aligned
     cdef float *fb = NULL
@@ -348,8 +415,27 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
     cdef int threads = <int>P.nthreads_max
     if work < _par_min:
         threads = 1
+    cdef _poll_ctx ctx
+    ctx.tid = pthread_self()
+    ctx.last = _now()
+    ctx.cancel = 0
+    ctx.etype = ctx.evalue = ctx.etb = NULL
+    ctx.flag = NULL
+    cdef cnp.ndarray flag_arr
+    if cancel is not None:
+        flag_arr = cancel
+        if flag_arr.dtype.num != cnp.NPY_INT32 or flag_arr.size != 1 or not flag_arr.flags.writeable:
+            raise ValueError("cancel must be a writable int32 array of one element")
+        ctx.flag = <const int *>cnp.PyArray_DATA(flag_arr)
+    P.poll = _poll
+    P.poll_ctx = &ctx
     with nogil:
         _execute(P, threads)
+    if ctx.cancel:
+        if ctx.etype != NULL:
+            PyErr_Restore(ctx.etype, ctx.evalue, ctx.etb)
+            return -1
+        raise Cancelled("the call was cancelled through its cancel flag; outputs are partly written")
     return 0
 
 
