@@ -106,7 +106,7 @@ def test_spread_and_growth_write_their_files(tmp_path, capsys):
     (["--scale", "0"], r"--scale: '0' is not a scale; expected a finite number > 0"),
     (["--grad-weight-dtype", "int8"], r"--grad-weight-dtype: 'int8' is not a valid gradWeight dtype"),
     (["--saturate", "maybe"], r"--saturate: 'maybe' is not a boolean"),
-    (["--hf32-mantissa-bits", "12"], r"--hf32-mantissa-bits: '12' is not an HF32 mantissa width"),
+    (["--hf32-mantissa-bits", "23"], r"--hf32-mantissa-bits: '23' is not an HF32 mantissa width"),
     (["growth", "--axis", "Q"], r"axis: 'Q' is not a valid size to sweep; expected one of T, B, Cin, Cout, K"),
     (["--npz", "/nonexistent.npz"], r"npz: '/nonexistent.npz' is not a file"),
     (["growth", "--scale", "all"], r"--scale: 'all' names no scale; expected positive numbers"),

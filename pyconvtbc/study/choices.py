@@ -91,12 +91,18 @@ def _norm_cube(argname, v):
                      f"{', '.join(CUBE_MATH_TYPES)} or 0-3")
 
 
+# HF32 widths the chips have (ascend950: 10, ascend910b: 11); 1..22 are studied as what-ifs beyond the chips.
+CHIP_HF32_BITS = (10, 11)
+
+
 def _norm_bits(argname, v):
     if v is None or (isinstance(v, str) and v.strip().lower() in ("profile", "none", "default")):
         return None
-    if _as_whole(v) in (10, 11):
-        return _as_whole(v)
-    raise ValueError(f"{argname}: {v!r} is not an HF32 mantissa width; expected 'profile' (None), 10 or 11")
+    w = _as_whole(v)
+    if w is not None and 1 <= w <= 22:
+        return w
+    raise ValueError(f"{argname}: {v!r} is not an HF32 mantissa width; expected 'profile' (None) or an integer "
+                     "1..22 (10 and 11 are the chips'; other widths are what-ifs beyond the chips)")
 
 
 def _norm_bool(argname, v):
@@ -107,6 +113,25 @@ def _norm_bool(argname, v):
     if isinstance(v, str) and v.strip().lower() in ("on", "true", "yes", "1", "off", "false", "no", "0"):
         return v.strip().lower() in ("on", "true", "yes", "1")
     raise ValueError(f"{argname}: {v!r} is not a boolean; expected on/off (True/False)")
+
+
+_AMAX_DEFAULT = 0.5
+
+
+def _norm_scale_rule(argname, v):
+    """A --scale entry: a positive number (multiplies all the data), or 'amax[:FRAC]' (per-cell power-of-two
+    scaling of grad_output so that gradWeight's largest exact magnitude lands in (FRAC/2, FRAC] of its output
+    format's largest finite value) -> float, or the string 'amax:FRAC'."""
+    if isinstance(v, str) and v.strip().lower().startswith("amax"):
+        _, _, frac = v.strip().partition(":")
+        try:
+            f = float(frac) if frac else _AMAX_DEFAULT
+        except ValueError:
+            f = float("nan")
+        if not (math.isfinite(f) and 0 < f <= 1):
+            raise ValueError(f"{argname}: {v!r}: FRAC of amax:FRAC must be a number in (0, 1]")
+        return f"amax:{f:g}"
+    return _norm_scale(argname, v)
 
 
 def _norm_scale(argname, v):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..profiles import COMPUTE_HF32, COMPUTE_NAMES, PROFILES, compute_precision
-from .choices import _ACL_CODE, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, _as_list, _uniq
+from .choices import _ACL_CODE, CHIP_HF32_BITS, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, _as_list, _uniq
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,11 @@ class Cell:
                     soc=self.soc, deterministic=deterministic, num_threads=num_threads,
                     hf32_rounding=self.hf32_rounding or "half_away", hf32_mantissa_bits=self.hf32_mantissa_bits,
                     hif8_rounding=self.hif8_rounding or "ta", saturate=bool(self.saturate))
+
+    @property
+    def what_if(self):
+        """True for an HF32 width the chips do not have (run by pre-rounding the operands, see ``_run_cell``)."""
+        return self.compute == "HF32" and self.hf32_mantissa_bits not in CHIP_HF32_BITS
 
     def out_format(self, grad):
         return self.grad_weight_dtype if grad == "gradWeight" else self.input_dtype

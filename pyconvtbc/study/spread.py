@@ -128,7 +128,8 @@ def permuted_gradients(grad_output, input, weight, pad=0, *, grad="gradWeight", 
     return out
 
 
-def reduction_order_spread(shapes=None, grid=None, *, permutations=20, deterministic=False, npz=None, pad=None,
+def reduction_order_spread(shapes=None, grid=None, *, permutations=20, deterministic=False, npz=None, data=None,
+                           pad=None,
                            distribution="normal", scales=(1.0,), seed=0, grads=("gradInput", "gradWeight"),
                            reference="inputs", num_threads=None, progress=False):
     """For each cell: the mode's error (from the operator) and the spread of ``permutations`` fp32
@@ -141,7 +142,7 @@ def reduction_order_spread(shapes=None, grid=None, *, permutations=20, determini
     _norm_permutations(permutations)
     deterministic = _norm_bool("deterministic", deterministic)
     order = "fixed" if deterministic else "random"
-    problems = _problems(shapes, npz, distribution, scales, seed, pad)
+    problems = _problems(shapes, npz, distribution, scales, seed, pad, data)
 
     def add_spread(p, c, rows):
         for row in rows:
@@ -149,7 +150,7 @@ def reduction_order_spread(shapes=None, grid=None, *, permutations=20, determini
             if row["status"]:
                 row.update(dict.fromkeys(_SPREAD_KEYS))
                 continue
-            x = p.inputs(c.input_dtype)
+            x = p.scaled_inputs(c.input_dtype, row["dy_scale"])
             runs = permuted_gradients(
                 x["grad_output"], x["input"], x["weight"], p.shape.pad, grad=row["grad"], compute=c.compute,
                 permutations=permutations, seed=seed, deterministic=deterministic,
