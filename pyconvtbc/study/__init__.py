@@ -36,19 +36,24 @@ from __future__ import annotations
 
 from .choices import (CUBE_MATH_TYPES, DISTRIBUTIONS, GRADS, GW_DTYPES, HF32_ROUNDINGS, HIF8_ROUNDINGS,
                       INPUT_DTYPES, REFERENCES, SOCS)
+from .capture import capture
 from .command import cli
-from .data import DEFAULT_SHAPE, Shape, load_npz, make_data
+from .data import DEFAULT_SHAPE, Shape, load_data, load_npz, make_data
 from .grid import Cell, Grid
 from .growth import GROWTH_AXES, error_growth
-from .metrics import error_metrics, ulp_errors
+from .magnitudes import magnitude_profile
+from .metrics import error_metrics, format_limits, ulp_errors
 from .modes import run_study
 from .progress import _Progress
 from .reference import reference_gradients
 from .report import StudyResult
+from .repeat import mean_interval
 from .spread import permuted_gradients, reduction_order_spread
+from .window import scale_window
 
 __all__ = [
     "Shape", "Cell", "Grid", "StudyResult", "GRADS", "DISTRIBUTIONS",
-    "make_data", "load_npz", "reference_gradients", "ulp_errors", "error_metrics",
-    "permuted_gradients", "run_study", "reduction_order_spread", "error_growth", "cli",
+    "make_data", "load_npz", "load_data", "reference_gradients", "ulp_errors", "error_metrics", "format_limits",
+    "magnitude_profile", "mean_interval", "permuted_gradients", "run_study", "reduction_order_spread",
+    "error_growth", "scale_window", "capture", "cli",
 ]

@@ -32,7 +32,14 @@ def run_study(shapes=None, grid=None, *, npz=None, data=None, pad=None, distribu
     rows, samples = _sweep("study", problems, grid.cells(), grads, reference, deterministic, num_threads, progress)
     if len(seeds) > 1:
         rows, samples = aggregate(rows, samples)
-    mags, values = magnitude_rows([p for p in problems if p.seed in (None, seeds[0])], grid.cells(), grads,
-                                  reference)
+    mags, values = magnitude_rows(_magnitude_problems(problems, seeds[0]), grid.cells(), grads, reference)
     meta = _meta("modes", grid, problems, grads, reference, deterministic, repeats=len(seeds), magnitudes=mags)
     return StudyResult("modes", rows, meta, samples, values)
+
+
+def _magnitude_problems(problems, seed):
+    """The problems of the magnitude view: the first seed's; an amax problem only when no plain problem holds
+    the same data (its data are the unscaled ones)."""
+    plain = {(p.shape, p.distribution) for p in problems if not isinstance(p.scale, str)}
+    return [p for p in problems if p.seed in (None, seed)
+            and not (isinstance(p.scale, str) and (p.shape, p.distribution) in plain)]

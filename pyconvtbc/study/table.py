@@ -16,13 +16,16 @@ _REPEAT_METRICS = ("rel_median", "rel_fro", "n_ulp", "ulp_median", "ulp_p99", "f
 # The metric columns of the per-mode table (the CSV / JSON rows hold every key of ``_METRIC_KEYS``).
 _METRICS = ("max_abs", "max_rel", "rel_median", "rel_fro", "n_ulp", "ulp_median", "ulp_p99", "ulp_max",
             "frac_overflow", "frac_subnormal", "frac_underflow", "n_nan", "n_inf")
-_FRACTIONS = ("frac_varying", "frac_overflow", "frac_subnormal", "frac_underflow", "frac_flushed", "frac_normal")
-_HEAD = {"shape": "shape", "distribution": "data", "dy_scale": "gO scale", "repeats": "runs", "scale": "scale", "seed": "seed", "input_dtype": "in",
+_FRACTIONS = ("frac_varying", "frac_overflow", "frac_subnormal", "frac_underflow", "frac_flushed",
+              "frac_normal")
+_HEAD = {"shape": "shape", "distribution": "data", "dy_scale": "gO scale", "repeats": "runs", "scale": "scale",
+         "seed": "seed", "input_dtype": "in",
          "cube_math_type": "cubeMathType", "soc": "soc", "grad_weight_dtype": "gw dtype", "compute": "C",
          "hf32_rounding": "hf32 rnd", "hf32_mantissa_bits": "hf32 bits", "hif8_rounding": "hif8 rnd",
          "saturate": "sat", "grad": "grad", "out_format": "out fmt", "reduction_length": "n_red",
          "max_abs": "max abs", "max_rel": "max rel", "rel_median": "rel med", "rel_fro": "rel Frob",
-         "n_ulp": "ULP n", "frac_overflow": "ovf%", "frac_subnormal": "sub%", "frac_underflow": "unf%", "ulp_median": "ULP med",
+         "n_ulp": "ULP n", "frac_overflow": "ovf%", "frac_subnormal": "sub%", "frac_underflow": "unf%",
+         "ulp_median": "ULP med",
          "ulp_p99": "ULP p99", "ulp_max": "ULP max", "n_overflow": "ovf", "n_underflow": "unf", "n_nan": "NaN",
          "n_inf": "Inf", "permutations": "perms", "order": "order", "spread_median": "spread med",
          "spread_p99": "spread p99", "spread_max": "spread max", "frac_varying": "varying"}
