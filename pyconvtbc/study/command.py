@@ -126,8 +126,9 @@ def _parser():
                                     "values below the output format's smallest normal) exceeds --threshold, with the "
                                     "error inside it.")
     wi.add_argument("--exponents", default="-32:32", metavar="LO:HI",
-                    help="exponents e of the scales 2^e: LO:HI (every integer) or a list; default -32:32")
-    wi.add_argument("--threshold", default="0.001", help="largest overflow / sub-normal fraction (default 0.001)")
+                    help="exponents e of the scales 2^e: LO:HI (every integer) or a list, written "
+                         "--exponents=LO:HI when LO is negative; default -32:32")
+    wi.add_argument("--threshold", default="0.01", help="largest overflow / sub-normal fraction (default 0.01)")
     return top
 
 

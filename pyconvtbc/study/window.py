@@ -36,7 +36,7 @@ def _norm_exponents(exponents, argname="exponents"):
     return sorted(set(out))
 
 
-def scale_window(shapes=None, grid=None, *, exponents=DEFAULT_EXPONENTS, threshold=1e-3, npz=None, data=None,
+def scale_window(shapes=None, grid=None, *, exponents=DEFAULT_EXPONENTS, threshold=0.01, npz=None, data=None,
                  pad=None, distribution="normal", seed=0, grads=("gradWeight",), reference="inputs",
                  deterministic=True, num_threads=None, progress=False):
     """For each mode: the results with grad_output scaled by 2^e for each e in ``exponents`` (the gradients scale
