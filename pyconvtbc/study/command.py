@@ -159,6 +159,22 @@ def _check_out(out):
         raise ValueError(f"--out: {out!r} is not writable; expected a writable directory")
 
 
+def _check_growth_sizes(base, values, axis):
+    """Usage errors for a growth sweep whose sizes are not integers or too large, before any computing."""
+    from dataclasses import asdict
+
+    from .growth import GROWTH_AXES
+    axis = _normalise("axis", axis, GROWTH_AXES, what="size to sweep")
+    base = base or Shape(16, 8, 32, 32, 3, 1)
+    for v in values:
+        try:
+            iv = int(v)
+        except ValueError:
+            continue                       # error_growth names it
+        if iv >= 1:
+            check_size(Shape.parse({**asdict(base), axis: iv}, f"values ({axis}={iv})"), f"values ({axis}={iv})")
+
+
 def _exponents(text):
     t = str(text).strip()
     if ":" in t:
@@ -235,6 +251,7 @@ def cli(argv=None):
             if len(scales) > 1:
                 raise ValueError("--scale: growth takes one scale; expected a single value")
             vals = _split("--values", a.values, ())
+            _check_growth_sizes(shapes[0] if shapes else None, vals, a.axis)
             res = error_growth(shapes[0] if shapes else None, vals, a.axis, scale=scales[0], grads=grads or GRADS,
                                metric=a.metric, repeat=a.repeat, deterministic=det, **common)
     except (ValueError, OSError) as e:

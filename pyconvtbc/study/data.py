@@ -206,9 +206,9 @@ def _read_npz(path, pad):
         z = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
         raise ValueError(f"npz: {path!r} is not a readable .npz file ({e}); expected {_EXPECT_FILES}") from None
+    if not hasattr(z, "files"):
+        raise ValueError(f"npz: {path!r} holds one array, not an .npz archive; expected {_EXPECT_FILES}")
     with z:
-        if not hasattr(z, "files"):
-            raise ValueError(f"npz: {path!r} holds one array, not an .npz archive; expected {_EXPECT_FILES}")
         files = set(z.files)
         arrays = _pick(lambda n: z[n], files, repr(str(path)))
         pad = _pad_of(z["pad"] if "pad" in files else None, pad, repr(str(path)))
