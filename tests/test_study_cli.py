@@ -46,8 +46,8 @@ def test_modes_writes_every_output(tmp_path, capsys):
     assert "n/a (161002)" in text and "USE_HF32" in text
     plots = sorted(p.name for p in (out / "plots").glob("*.png")) if (out / "plots").exists() else []
     if _have_matplotlib():
-        assert plots == ["study_error_by_mode.png", "study_ulp_hist_gradBias.png", "study_ulp_hist_gradInput.png",
-                         "study_ulp_hist_gradWeight.png"]
+        assert plots == ["study_error_by_mode.png", "study_magnitudes.png", "study_ulp_hist_gradBias.png",
+                         "study_ulp_hist_gradInput.png", "study_ulp_hist_gradWeight.png"]
         assert all(_is_png(out / "plots" / p) for p in plots)
         assert "plots/study_error_by_mode.png" in md
     else:
