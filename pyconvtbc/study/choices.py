@@ -174,6 +174,30 @@ def _norm_distribution(dist, argname="distribution"):
     return name, sigma
 
 
+# The accumulation model of the cube (its forms; None: the operator's default) and the block size k0 (None: the
+# compute precision's k0).
+ACCUMULATIONS = ("cube", "cube_wide", "cube_rz", "sequential")
+BLOCK_SIZE_RANGE = (1, 64)
+_DEFAULT_WORDS = ("default", "none", "profile", "k0")
+
+
+def _norm_accumulation(argname, v):
+    if v is None or (isinstance(v, str) and v.strip().lower() in _DEFAULT_WORDS):
+        return None
+    return _normalise(argname, v, ACCUMULATIONS, what="accumulation form")
+
+
+def _norm_block_size(argname, v):
+    if v is None or (isinstance(v, str) and v.strip().lower() in _DEFAULT_WORDS):
+        return None
+    w = _as_whole(v)
+    lo, hi = BLOCK_SIZE_RANGE
+    if w is not None and lo <= w <= hi:
+        return w
+    raise ValueError(f"{argname}: {v!r} is not a block size; expected 'k0' (the compute precision's, None) or an "
+                     f"integer {lo}..{hi}")
+
+
 # Every axis of the grid: how one value of it is normalised, and the values that "all" stands for.
 _AXES = {
     "input_dtypes": (lambda a, v: _normalise(a, v, tuple(INPUT_DTYPES), _INPUT_ALIASES, what="input dtype"),
@@ -186,4 +210,6 @@ _AXES = {
     "hf32_mantissa_bits": (_norm_bits, (None, 10, 11)),
     "hif8_roundings": (lambda a, v: _normalise(a, v, HIF8_ROUNDINGS, what="HiFloat8 rounding"), HIF8_ROUNDINGS),
     "saturate": (_norm_bool, (False, True)),
+    "accumulations": (_norm_accumulation, ACCUMULATIONS),
+    "block_sizes": (_norm_block_size, (None,)),
 }

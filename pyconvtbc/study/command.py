@@ -76,6 +76,10 @@ def _parser():
                         "to that width, then computed in FP32)")
     g.add_argument("--hif8-rounding", default="ta", metavar="LIST", help="ta,hybrid")
     g.add_argument("--saturate", default="off", metavar="LIST", help="off,on (8-bit gradWeight overflow)")
+    g.add_argument("--accumulation", default="default", metavar="LIST",
+                   help="default (the operator's),cube,cube_wide,cube_rz,sequential: how the cube forms its sums")
+    g.add_argument("--block-size", default="k0", metavar="LIST",
+                   help="k0 (the compute precision's) or integers 1..64: products per cube step")
     m = common.add_argument_group("measurement")
     m.add_argument("--grads", default=None, metavar="LIST",
                    help="gradInput,gradWeight,gradBias (or gi,gw,gb); default all (spread: gi,gw)")
@@ -114,6 +118,9 @@ def _parser():
     sp.add_argument("--permutations", type=int, default=20, help="number of accumulation orders (default 20)")
     sp.add_argument("--fixed-order", action="store_true",
                     help="deterministic hardware: every run uses the same order (spread 0)")
+    sp.add_argument("--order-source", default="model", metavar="WHICH",
+                    help="model: orders sampled in a NumPy model of the sums (default); operator: N calls of the "
+                         "operator's own non-deterministic mode (order seeds 0..N-1)")
     gr = sub.add_parser("growth", parents=[common], help="error against the reduction length",
                         description="Each mode's error as one size grows (T grows gradWeight's B*T_out; Cout or K "
                                     "grows gradInput's K*Cout).")
@@ -136,7 +143,7 @@ def _parser():
 _GRID_OPTIONS = {"input_dtypes": "--input-dtype", "cube_math_types": "--cube", "socs": "--soc",
                  "grad_weight_dtypes": "--grad-weight-dtype", "hf32_roundings": "--hf32-rounding",
                  "hf32_mantissa_bits": "--hf32-mantissa-bits", "hif8_roundings": "--hif8-rounding",
-                 "saturate": "--saturate"}
+                 "saturate": "--saturate", "accumulations": "--accumulation", "block_sizes": "--block-size"}
 
 
 def _grid_from_args(a):
@@ -237,8 +244,8 @@ def cli(argv=None):
         elif a.command == "spread":
             _norm_permutations(a.permutations, "--permutations")
             res = reduction_order_spread(shapes, scales=scales, grads=grads or ("gradInput", "gradWeight"),
-                                         permutations=a.permutations, deterministic=a.fixed_order, **files,
-                                         **common)
+                                         permutations=a.permutations, deterministic=a.fixed_order,
+                                         source=a.order_source, **files, **common)
         elif a.command == "window":
             if scales != [1.0]:
                 raise ValueError("--scale: window sweeps the scales itself; expected --exponents instead")

@@ -99,6 +99,8 @@ class StudyResult:
                 parts.append(f"gO*{_fmt_value(k, v)}")
             elif k == "grad_weight_dtype":
                 parts.append(f"gw={v}")
+            elif k == "block_size":
+                parts.append(f"k0={v}")
             else:
                 parts.append(str(v))
         return " ".join(parts) if parts else "default"
@@ -201,8 +203,9 @@ class StudyResult:
         """The result as a plain-text table (constant settings on the lines above it)."""
         headers, cells = self._table_cells()
         title = {"modes": "per-mode error vs float64 reference",
-                 "spread": f"reduction-order spread ({self.meta.get('permutations')} orders) next to the mode's "
-                           "error, in ULPs of the output format",
+                 "spread": f"reduction-order spread ({self.meta.get('permutations')} orders"
+                           f"{', from the operator' if self.meta.get('order_source') == 'operator' else ''}) next "
+                           "to the mode's error, in ULPs of the output format",
                  "growth": f"{self.meta.get('metric', 'rel_fro')} vs {self.meta.get('axis', 'T')} "
                            "(slope: d log(error) / d log(reduction length))",
                  "window": f"scale window: grad_output scales 2^e where overflow and sub-normal fractions are both "

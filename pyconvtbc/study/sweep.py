@@ -31,12 +31,14 @@ def _amax_scale(problem, cell, reference):
     return 2.0 ** math.floor(math.log2(frac * format_limits(cell.out_format("gradWeight"))["largest_finite"] / amax))
 
 
-def _run_cell(x, pad, cell, deterministic, num_threads):
+def _run_cell(x, pad, cell, deterministic, num_threads, order_seed=None):
     """The operator's three gradients for one cell; an HF32 width beyond the chips (``Cell.what_if``) runs as
     FP32 (KEEP_DTYPE) on operands rounded to that width first (HF32 products of up to 12-bit significands are
     exact in fp32, so this is the HF32 path with another width), gradBias from the unrounded grad_output as in
     every mode."""
     kw = cell.kwargs(deterministic, num_threads)
+    if order_seed is not None:
+        kw["order_seed"] = order_seed
     if not cell.what_if:
         return conv_tbc_backward(x["grad_output"], x["input"], x["weight"], x["bias"], pad, **kw)
     kw.update(cube_math_type=CUBE_MATH_TYPES["KEEP_DTYPE"], hf32_mantissa_bits=None)

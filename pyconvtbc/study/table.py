@@ -8,7 +8,7 @@ import numpy as np
 from .metrics import _METRIC_KEYS
 
 _MODE_FIELDS = ("input_dtype", "cube_math_type", "soc", "grad_weight_dtype", "compute", "hf32_rounding",
-                "hf32_mantissa_bits", "hif8_rounding", "saturate")
+                "hf32_mantissa_bits", "hif8_rounding", "saturate", "accumulation", "block_size")
 _PROBLEM_FIELDS = ("shape", "distribution", "scale", "seed", "dy_scale")
 # The metric columns of a table of repeats (each as mean +- the half-width of its 95 % interval).
 _REPEAT_METRICS = ("rel_median", "rel_fro", "n_ulp", "ulp_median", "ulp_p99", "frac_overflow", "frac_subnormal",
@@ -22,7 +22,7 @@ _HEAD = {"shape": "shape", "distribution": "data", "dy_scale": "gO scale", "repe
          "seed": "seed", "input_dtype": "in",
          "cube_math_type": "cubeMathType", "soc": "soc", "grad_weight_dtype": "gw dtype", "compute": "C",
          "hf32_rounding": "hf32 rnd", "hf32_mantissa_bits": "hf32 bits", "hif8_rounding": "hif8 rnd",
-         "saturate": "sat", "grad": "grad", "out_format": "out fmt", "reduction_length": "n_red",
+         "saturate": "sat", "accumulation": "accum", "block_size": "k0", "grad": "grad", "out_format": "out fmt", "reduction_length": "n_red",
          "max_abs": "max abs", "max_rel": "max rel", "rel_median": "rel med", "rel_fro": "rel Frob",
          "n_ulp": "ULP n", "frac_overflow": "ovf%", "frac_subnormal": "sub%", "frac_underflow": "unf%",
          "ulp_median": "ULP med",
