@@ -19,7 +19,8 @@ _SAMPLE_MAX = 20000
 
 def _amax_scale(problem, cell, reference):
     """The power-of-two grad_output scale of an 'amax:FRAC' problem for ``cell``: the largest 2^e with
-    2^e * max|exact gradWeight| <= FRAC * (largest finite value of gradWeight's output format); 1 without amax."""
+    2^e * max|exact gradWeight| <= FRAC * (largest finite value of gradWeight's output format), and 2^e *
+    max|grad_output| <= FRAC * (largest finite value of the input dtype); 1 without amax."""
     frac = problem.amax
     if frac is None:
         return 1.0
@@ -28,7 +29,13 @@ def _amax_scale(problem, cell, reference):
     amax = float(ref.max()) if ref.size else 0.0
     if amax == 0:
         return 1.0
-    return 2.0 ** math.floor(math.log2(frac * format_limits(cell.out_format("gradWeight"))["largest_finite"] / amax))
+    e = math.floor(math.log2(frac * format_limits(cell.out_format("gradWeight"))["largest_finite"] / amax))
+    # never past FRAC of the input dtype's range for grad_output itself (an fp32 gradWeight would ask for ~2^120)
+    dy = np.abs(problem.source["grad_output"])
+    dy_max = float(dy[np.isfinite(dy)].max()) if dy.size else 0.0
+    if dy_max > 0:
+        e = min(e, math.floor(math.log2(frac * format_limits(cell.input_dtype)["largest_finite"] / dy_max)))
+    return 2.0 ** e
 
 
 def _run_cell(x, pad, cell, deterministic, num_threads, order_seed=None):
