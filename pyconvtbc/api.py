@@ -92,7 +92,7 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self, input, weight, bias, pad, cube_ma
         options = resolve_options(profile)
         plan = make_plan(info, [tensors[n].data_type for n in ("self", "input", "weight", "gradInput",
                                                                 "gradWeight", "gradBias")],
-                         options, _threads(None), _effective_deterministic(profile))
+                         options, _threads(None), _effective_deterministic(profile), profile)
         executor = aclOpExecutor(plan, {n: _snapshot(t) for n, t in tensors.items()})
     except Invalid as e:
         return set_error(e.status, f"{PHASE1}: {e.message}"), 0, None
@@ -320,7 +320,8 @@ def _execute(plan, arrays):
 
 def conv_tbc_backward(grad_output, input, weight, bias, pad=0, *, cube_math_type=0, grad_weight_dtype=None,
                       soc=None, deterministic=None, num_threads=None, hf32_rounding=None,
-                      hf32_mantissa_bits=None, hif8_rounding=None, saturate=None):
+                      hf32_mantissa_bits=None, hif8_rounding=None, saturate=None, accumulation=None,
+                      block_size=None, order_seed=None):
     """Gradients of conv_tbc: returns (grad_input, grad_weight, grad_bias) as new C-contiguous arrays.
 
     grad_output (T_out, B, Cout), input (T_in, B, Cin), weight (K, Cin, Cout), bias (Cout,): NumPy arrays of
@@ -328,14 +329,15 @@ def conv_tbc_backward(grad_output, input, weight, bias, pad=0, *, cube_math_type
     CANN layer.  See docs/numpy.md.
     """
     key = _cache_key(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,
-                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate)
+                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation,
+                     block_size, order_seed)
     hit = _plan_cache.get(key) if key is not None else None
     if hit is not None:
         plan, arrays = hit, (grad_output, input, weight, bias)
     else:
         plan, arrays = _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype,
                                         soc, deterministic, num_threads, hf32_rounding, hf32_mantissa_bits,
-                                        hif8_rounding, saturate)
+                                        hif8_rounding, saturate, accumulation, block_size, order_seed)
         if key is not None:
             if len(_plan_cache) >= _PLAN_CACHE_SIZE:
                 _plan_cache.clear()
@@ -344,7 +346,8 @@ def conv_tbc_backward(grad_output, input, weight, bias, pad=0, *, cube_math_type
 
 
 def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,
-                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate):
+                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation=None,
+                     block_size=None, order_seed=None):
     """Validate and plan one NumPy call (raising AclnnError); returns the plan and the arrays to read."""
     def err(status, msg):
         raise AclnnError(status, f"conv_tbc_backward: {msg}")
@@ -372,7 +375,8 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
         err(e.status, e.message)
     try:
         options = resolve_options(profile, hf32_rounding=hf32_rounding, hf32_mantissa_bits=hf32_mantissa_bits,
-                                  hif8_rounding=hif8_rounding, saturate=saturate)
+                                  hif8_rounding=hif8_rounding, saturate=saturate, accumulation=accumulation,
+                                  block_size=block_size, order_seed=order_seed)
         threads = _threads(num_threads)
     except (ValueError, TypeError) as e:  # TypeError: an unhashable option value
         err(ACLNN_ERR_PARAM_INVALID, e if isinstance(e, ValueError) else f"an emulation option is not valid ({e})")
@@ -382,5 +386,5 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
         err(ACLNN_ERR_PARAM_INVALID, f"deterministic is {deterministic!r}; expected None, True or False")
     codes = [descs[n].data_type for n in ("self", "input", "weight")] + [descs["input"].data_type, gw_code,
                                                                            descs["bias"].data_type]
-    plan = make_plan(info, codes, options, threads, bool(deterministic))
+    plan = make_plan(info, codes, options, threads, bool(deterministic), profile)
     return plan, tuple(descs[n].array for n in NAMES[:4])
