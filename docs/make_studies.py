@@ -98,6 +98,10 @@ BLOCKS = {
                {"spread_out/plots/spread_spread_vs_error.png": "spread_spread_vs_error.png"}, ("matplotlib",)),
     "spread_fixed": ("cli", "study spread --shape 16,4,16,16,3,1 --cube KEEP_DTYPE --grads gw --permutations 10 "
                             "--fixed-order", {}, ()),
+    "spread_operator": ("cli", "study spread --shape 16,4,16,16,3,1 --cube KEEP_DTYPE,USE_FP16 "
+                               "--grad-weight-dtype same,hifloat8 --permutations 10 --order-source operator", {}, ()),
+    "accumulation": ("cli", "study --shape 64,8,16,16,3,1 --cube KEEP_DTYPE,USE_FP16 --accumulation all "
+                            "--block-size k0,32 --grads gi,gw", {}, ()),
     "growth": ("cli", "study growth --shape 16,4,16,16,3,1 --values 16,64,256,1024 --repeat 5 --out growth_out",
                {"growth_out/plots/growth_growth.png": "growth_growth.png"}, ("matplotlib",)),
     "growth_cout": ("cli", "study growth --shape 16,4,16,16,3,1 --axis Cout --values 8,32,128,512 --grads gi "
