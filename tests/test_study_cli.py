@@ -46,8 +46,8 @@ def test_modes_writes_every_output(tmp_path, capsys):
     assert "n/a (161002)" in text and "USE_HF32" in text
     plots = sorted(p.name for p in (out / "plots").glob("*.png")) if (out / "plots").exists() else []
     if _have_matplotlib():
-        assert plots == ["study_error_by_mode.png", "study_ulp_hist_gradBias.png", "study_ulp_hist_gradInput.png",
-                         "study_ulp_hist_gradWeight.png"]
+        assert plots == ["study_error_by_mode.png", "study_magnitudes.png", "study_ulp_hist_gradBias.png",
+                         "study_ulp_hist_gradInput.png", "study_ulp_hist_gradWeight.png"]
         assert all(_is_png(out / "plots" / p) for p in plots)
         assert "plots/study_error_by_mode.png" in md
     else:
@@ -106,7 +106,7 @@ def test_spread_and_growth_write_their_files(tmp_path, capsys):
     (["--scale", "0"], r"--scale: '0' is not a scale; expected a finite number > 0"),
     (["--grad-weight-dtype", "int8"], r"--grad-weight-dtype: 'int8' is not a valid gradWeight dtype"),
     (["--saturate", "maybe"], r"--saturate: 'maybe' is not a boolean"),
-    (["--hf32-mantissa-bits", "12"], r"--hf32-mantissa-bits: '12' is not an HF32 mantissa width"),
+    (["--hf32-mantissa-bits", "23"], r"--hf32-mantissa-bits: '23' is not an HF32 mantissa width"),
     (["growth", "--axis", "Q"], r"axis: 'Q' is not a valid size to sweep; expected one of T, B, Cin, Cout, K"),
     (["--npz", "/nonexistent.npz"], r"npz: '/nonexistent.npz' is not a file"),
     (["growth", "--scale", "all"], r"--scale: 'all' names no scale; expected positive numbers"),

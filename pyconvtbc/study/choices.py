@@ -91,12 +91,18 @@ def _norm_cube(argname, v):
                      f"{', '.join(CUBE_MATH_TYPES)} or 0-3")
 
 
+# HF32 widths the chips have (ascend950: 10, ascend910b: 11); 1..22 are studied as what-ifs beyond the chips.
+CHIP_HF32_BITS = (10, 11)
+
+
 def _norm_bits(argname, v):
     if v is None or (isinstance(v, str) and v.strip().lower() in ("profile", "none", "default")):
         return None
-    if _as_whole(v) in (10, 11):
-        return _as_whole(v)
-    raise ValueError(f"{argname}: {v!r} is not an HF32 mantissa width; expected 'profile' (None), 10 or 11")
+    w = _as_whole(v)
+    if w is not None and 1 <= w <= 22:
+        return w
+    raise ValueError(f"{argname}: {v!r} is not an HF32 mantissa width; expected 'profile' (None) or an integer "
+                     "1..22 (10 and 11 are the chips'; other widths are what-ifs beyond the chips)")
 
 
 def _norm_bool(argname, v):
@@ -107,6 +113,25 @@ def _norm_bool(argname, v):
     if isinstance(v, str) and v.strip().lower() in ("on", "true", "yes", "1", "off", "false", "no", "0"):
         return v.strip().lower() in ("on", "true", "yes", "1")
     raise ValueError(f"{argname}: {v!r} is not a boolean; expected on/off (True/False)")
+
+
+_AMAX_DEFAULT = 0.5
+
+
+def _norm_scale_rule(argname, v):
+    """A --scale entry: a positive number (multiplies all the data), or 'amax[:FRAC]' (per-cell power-of-two
+    scaling of grad_output so that gradWeight's largest exact magnitude lands in (FRAC/2, FRAC] of its output
+    format's largest finite value) -> float, or the string 'amax:FRAC'."""
+    if isinstance(v, str) and v.strip().lower().startswith("amax"):
+        _, _, frac = v.strip().partition(":")
+        try:
+            f = float(frac) if frac else _AMAX_DEFAULT
+        except ValueError:
+            f = float("nan")
+        if not (math.isfinite(f) and 0 < f <= 1):
+            raise ValueError(f"{argname}: {v!r}: FRAC of amax:FRAC must be a number in (0, 1]")
+        return f"amax:{f:g}"
+    return _norm_scale(argname, v)
 
 
 def _norm_scale(argname, v):
@@ -149,6 +174,30 @@ def _norm_distribution(dist, argname="distribution"):
     return name, sigma
 
 
+# The accumulation model of the cube (its forms; None: the operator's default) and the block size k0 (None: the
+# compute precision's k0).
+ACCUMULATIONS = ("cube", "cube_wide", "cube_rz", "sequential")
+BLOCK_SIZE_RANGE = (1, 64)
+_DEFAULT_WORDS = ("default", "none", "profile", "k0")
+
+
+def _norm_accumulation(argname, v):
+    if v is None or (isinstance(v, str) and v.strip().lower() in _DEFAULT_WORDS):
+        return None
+    return _normalise(argname, v, ACCUMULATIONS, what="accumulation form")
+
+
+def _norm_block_size(argname, v):
+    if v is None or (isinstance(v, str) and v.strip().lower() in _DEFAULT_WORDS):
+        return None
+    w = _as_whole(v)
+    lo, hi = BLOCK_SIZE_RANGE
+    if w is not None and lo <= w <= hi:
+        return w
+    raise ValueError(f"{argname}: {v!r} is not a block size; expected 'k0' (the compute precision's, None) or an "
+                     f"integer {lo}..{hi}")
+
+
 # Every axis of the grid: how one value of it is normalised, and the values that "all" stands for.
 _AXES = {
     "input_dtypes": (lambda a, v: _normalise(a, v, tuple(INPUT_DTYPES), _INPUT_ALIASES, what="input dtype"),
@@ -161,4 +210,6 @@ _AXES = {
     "hf32_mantissa_bits": (_norm_bits, (None, 10, 11)),
     "hif8_roundings": (lambda a, v: _normalise(a, v, HIF8_ROUNDINGS, what="HiFloat8 rounding"), HIF8_ROUNDINGS),
     "saturate": (_norm_bool, (False, True)),
+    "accumulations": (_norm_accumulation, ACCUMULATIONS),
+    "block_sizes": (_norm_block_size, (None,)),
 }

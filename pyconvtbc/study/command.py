@@ -7,12 +7,16 @@ import shlex
 import sys
 
 from .choices import (_AXES, GRADS, REFERENCES, _norm_distribution, _norm_grads, _norm_permutations,
-                      _norm_scale, _normalise)
-from .data import Shape
+                      _norm_scale_rule, _normalise)
+from .data import Shape, check_size
 from .grid import Grid
 from .growth import _GROWTH_METRICS, error_growth
 from .modes import run_study
+from .report import _check_prefix
 from .spread import reduction_order_spread
+from .window import _norm_exponents, _norm_threshold, scale_window
+
+_COMMANDS = ("modes", "spread", "growth", "window")
 
 _EPILOG = """\
 examples:
@@ -22,9 +26,12 @@ examples:
   python -m pyconvtbc study --cube KEEP_DTYPE --grad-weight-dtype hifloat8,float8_e4m3fn \\
         --hif8-rounding all --saturate all --scale 1e-4,1,30 --grads gw
   python -m pyconvtbc study spread --cube KEEP_DTYPE,USE_HF32 --permutations 20
-  python -m pyconvtbc study growth --values 16,64,256,1024,4096
+  python -m pyconvtbc study growth --values 16,64,256,1024,4096 --repeat 5
+  python -m pyconvtbc study --cube KEEP_DTYPE --grad-weight-dtype hifloat8 --scale 1,amax --magnitudes
+  python -m pyconvtbc study window --cube KEEP_DTYPE --grad-weight-dtype hifloat8,float8_e4m3fn
+  python -m pyconvtbc study --data layers.pt --grad-weight-dtype float8_e4m3fn --scale 1,amax
 Lists are comma-separated; 'all' takes every value of an axis.  Options of each sub-command:
-  python -m pyconvtbc study {modes,spread,growth} --help          (docs/studies.md: the five workflows)"""
+  python -m pyconvtbc study {modes,spread,growth,window} --help     (docs/studies.md: the workflows)"""
 
 
 def _split(argname, text, all_values):
@@ -43,11 +50,19 @@ def _parser():
                    help="problem size (repeat for several); default 64,8,64,64,3,1 (growth: 16,8,32,32,3,1)")
     d.add_argument("--npz", metavar="FILE", help="arrays grad_output, input, weight [, bias, pad] from an .npz "
                    "file instead of random data")
-    d.add_argument("--pad", type=int, default=None, help="padding for --npz data (default: the file's 'pad' or 0)")
+    d.add_argument("--data", metavar="PATH", help="real operands instead of random data: an .npz file, a directory "
+                   "of .npy files (grad_output.npy, input.npy, weight.npy [, bias.npy, pad.npy]) or a .pt file "
+                   "(one dict of tensors, or the list that pyconvtbc.study.capture saves: one problem per layer)")
+    d.add_argument("--pad", type=int, default=None, help="padding for --npz / --data (default: the file's or 0)")
     d.add_argument("--dist", default="normal", metavar="NAME",
                    help="normal | uniform | lognormal[:SIGMA] (random-sign lognormal); default normal")
-    d.add_argument("--scale", default="1", metavar="S[,S...]", help="multiply the data by each scale; default 1")
+    d.add_argument("--scale", default="1", metavar="S[,S...]",
+                   help="each entry: a number (multiplies all the data) or amax[:FRAC] (per mode, grad_output times "
+                        "the power of two that puts the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of "
+                        "its output format's largest finite value; FRAC 0.5); default 1")
     d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    d.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="modes, growth: run seeds seed..seed+N-1 and report means with 95%% intervals (default 1)")
     g = common.add_argument_group("grid (comma-separated lists, or 'all')")
     g.add_argument("--input-dtype", default="float32", metavar="LIST", help="float32,float16,bfloat16")
     g.add_argument("--cube", default="all", metavar="LIST",
@@ -56,9 +71,15 @@ def _parser():
     g.add_argument("--grad-weight-dtype", default="same", metavar="LIST",
                    help="same (the weight's),float32,float16,bfloat16,hifloat8,float8_e4m3fn")
     g.add_argument("--hf32-rounding", default="half_away", metavar="LIST", help="half_away,nearest_even")
-    g.add_argument("--hf32-mantissa-bits", default="profile", metavar="LIST", help="profile,10,11")
+    g.add_argument("--hf32-mantissa-bits", default="profile", metavar="LIST",
+                   help="profile,10,11 (the chips'), or any of 1..22: a what-if beyond the chips (operands rounded "
+                        "to that width, then computed in FP32)")
     g.add_argument("--hif8-rounding", default="ta", metavar="LIST", help="ta,hybrid")
     g.add_argument("--saturate", default="off", metavar="LIST", help="off,on (8-bit gradWeight overflow)")
+    g.add_argument("--accumulation", default="default", metavar="LIST",
+                   help="default (the operator's),cube,cube_wide,cube_rz,sequential: how the cube forms its sums")
+    g.add_argument("--block-size", default="k0", metavar="LIST",
+                   help="k0 (the compute precision's) or integers 1..64: products per cube step")
     m = common.add_argument_group("measurement")
     m.add_argument("--grads", default=None, metavar="LIST",
                    help="gradInput,gradWeight,gradBias (or gi,gw,gb); default all (spread: gi,gw)")
@@ -72,6 +93,9 @@ def _parser():
     o.add_argument("--out", metavar="DIR", help="write <prefix>.csv, .json, .md and plots/*.png into DIR")
     o.add_argument("--prefix", default=None, help="file name prefix (default: study, spread or growth)")
     o.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    o.add_argument("--magnitudes", action="store_true",
+                   help="modes: also print where each operand's and gradient's values lie against each format's "
+                        "limits (always in the .md report and the magnitudes plot)")
     pr = o.add_mutually_exclusive_group()
     pr.add_argument("--progress", dest="progress", action="store_const", const=True, default="auto",
                     help="always show the progress bar (default: when stderr is a terminal)")
@@ -83,8 +107,8 @@ def _parser():
         description="Precision studies of the emulated NPU modes of aclnnConvTbcBackward: each mode's gradients "
                     "against a float64 reference (max abs / rel error, relative Frobenius error, ULP error in the "
                     "output format, overflow / underflow / NaN / Inf counts).  Sub-commands: modes (default), "
-                    "spread, growth.", epilog=_EPILOG)
-    sub = top.add_subparsers(dest="command", metavar="{modes,spread,growth}")
+                    "spread, growth, window.", epilog=_EPILOG)
+    sub = top.add_subparsers(dest="command", metavar="{modes,spread,growth,window}")
     sub.add_parser("modes", parents=[common], help="per-mode error table (the default)",
                    description="Per-mode error table over the grid.", epilog=_EPILOG,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,12 +118,24 @@ def _parser():
     sp.add_argument("--permutations", type=int, default=20, help="number of accumulation orders (default 20)")
     sp.add_argument("--fixed-order", action="store_true",
                     help="deterministic hardware: every run uses the same order (spread 0)")
+    sp.add_argument("--order-source", default="model", metavar="WHICH",
+                    help="model: orders sampled in a NumPy model of the sums (default); operator: N calls of the "
+                         "operator's own non-deterministic mode (order seeds 0..N-1)")
     gr = sub.add_parser("growth", parents=[common], help="error against the reduction length",
                         description="Each mode's error as one size grows (T grows gradWeight's B*T_out; Cout or K "
                                     "grows gradInput's K*Cout).")
     gr.add_argument("--axis", default="T", help="size to sweep: T, B, Cin, Cout, K (default T)")
     gr.add_argument("--values", default="16,64,256,1024", metavar="LIST", help="values of the axis")
     gr.add_argument("--metric", default="rel_fro", help=f"metric of the table: {', '.join(_GROWTH_METRICS)}")
+    wi = sub.add_parser("window", parents=[common], help="the window of grad_output scales without under/overflow",
+                        description="For each mode: grad_output scaled by 2^e for each exponent e, and the widest "
+                                    "run of e where neither the overflow fraction nor the sub-normal fraction (exact "
+                                    "values below the output format's smallest normal) exceeds --threshold, with the "
+                                    "error inside it.")
+    wi.add_argument("--exponents", default="-32:32", metavar="LO:HI",
+                    help="exponents e of the scales 2^e: LO:HI (every integer) or a list, written "
+                         "--exponents=LO:HI when LO is negative; default -32:32")
+    wi.add_argument("--threshold", default="0.01", help="largest overflow / sub-normal fraction (default 0.01)")
     return top
 
 
@@ -107,7 +143,7 @@ def _parser():
 _GRID_OPTIONS = {"input_dtypes": "--input-dtype", "cube_math_types": "--cube", "socs": "--soc",
                  "grad_weight_dtypes": "--grad-weight-dtype", "hf32_roundings": "--hf32-rounding",
                  "hf32_mantissa_bits": "--hf32-mantissa-bits", "hif8_roundings": "--hif8-rounding",
-                 "saturate": "--saturate"}
+                 "saturate": "--saturate", "accumulations": "--accumulation", "block_sizes": "--block-size"}
 
 
 def _grid_from_args(a):
@@ -118,10 +154,53 @@ def _grid_from_args(a):
     return Grid(**axes)
 
 
+def _check_out(out):
+    """Create the output directory now (a usage error before any computing when it cannot be)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out: {out!r} is an existing file; expected a directory (it is created if missing)")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"--out: {out!r} cannot be created ({e.strerror}); expected a writable directory") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"--out: {out!r} is not writable; expected a writable directory")
+
+
+def _check_growth_sizes(base, values, axis):
+    """Usage errors for a growth sweep whose sizes are not integers or too large, before any computing."""
+    from dataclasses import asdict
+
+    from .growth import GROWTH_AXES
+    axis = _normalise("axis", axis, GROWTH_AXES, what="size to sweep")
+    base = base or Shape(16, 8, 32, 32, 3, 1)
+    for v in values:
+        try:
+            iv = int(v)
+        except ValueError:
+            continue                       # error_growth names it
+        if iv >= 1:
+            check_size(Shape.parse({**asdict(base), axis: iv}, f"values ({axis}={iv})"), f"values ({axis}={iv})")
+
+
+def _exponents(text):
+    t = str(text).strip()
+    if ":" in t:
+        lo, _, hi = t.partition(":")
+        try:
+            lo, hi = int(lo), int(hi)
+        except ValueError:
+            raise ValueError(f"--exponents: {text!r}; expected LO:HI (integers) or a comma-separated list") from None
+        if lo > hi:
+            raise ValueError(f"--exponents: {text!r}; expected LO <= HI")
+        return _norm_exponents(list(range(lo, hi + 1)), "--exponents")
+    return _norm_exponents(_split("--exponents", t, ()), "--exponents")
+
+
 def cli(argv=None):
-    """``python -m pyconvtbc study [modes|spread|growth] [options]``; returns the exit status."""
+    """``python -m pyconvtbc study [modes|spread|growth|window] [options]``; returns the exit status (0 on
+    success, 2 on a usage error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("modes", "spread", "growth", "-h", "--help"):
+    if not argv or argv[0] not in _COMMANDS + ("-h", "--help"):
         argv = ["modes"] + argv
     try:
         a = _parser().parse_args(argv)
@@ -129,41 +208,70 @@ def cli(argv=None):
         return int(e.code or 0)
     try:
         grid = _grid_from_args(a)
-        scales = [_norm_scale("--scale", s) for s in _split("--scale", a.scale, ())]
+        scales = [_norm_scale_rule("--scale", s) for s in _split("--scale", a.scale, ())]
         if not scales:
             raise ValueError(f"--scale: {a.scale!r} names no scale; expected positive numbers, e.g. 1e-4,1,30")
         grads = _norm_grads(_split("--grads", a.grads, GRADS), "--grads") if a.grads else None
-        shapes = [Shape.parse(s, "--shape") for s in a.shape] if a.shape else None
+        shapes = [check_size(Shape.parse(s, "--shape"), "--shape") for s in a.shape] if a.shape else None
         _norm_distribution(a.dist, "--dist")
         _normalise("--reference", a.reference, REFERENCES, what="reference")
         if a.threads is not None and a.threads < 1:
             raise ValueError(f"--threads: {a.threads}; expected an integer >= 1")
-        if a.npz is not None and a.command == "growth":
-            raise ValueError("--npz: growth sweeps generated data; expected --shape (the base shape) instead")
+        if a.seed < 0:
+            raise ValueError(f"--seed: {a.seed}; expected an integer >= 0")
+        if not 1 <= a.repeat <= 1000:
+            raise ValueError(f"--repeat: {a.repeat}; expected an integer 1..1000")
+        if a.repeat > 1 and a.command in ("spread", "window"):
+            raise ValueError(f"--repeat: {a.command} takes no repeats; expected --repeat with modes or growth")
+        if a.npz is not None and a.data is not None:
+            raise ValueError("--npz and --data: both given; expected one file of operands")
+        if (a.npz is not None or a.data is not None) and a.command == "growth":
+            raise ValueError(f"{'--npz' if a.npz else '--data'}: growth sweeps generated data; expected --shape "
+                             "(the base shape) instead")
+        if (a.npz is not None or a.data is not None) and shapes:
+            raise ValueError("--shape: given with a file of operands; expected one source of data")
+        if a.prefix is not None:
+            _check_prefix(a.prefix, "--prefix")
+        if a.out:
+            _check_out(a.out)
         det = None if a.non_deterministic else True
         common = dict(grid=grid, distribution=a.dist, seed=a.seed, reference=a.reference,
                       num_threads=a.threads, progress=a.progress)
+        files = dict(npz=a.npz, data=a.data, pad=a.pad)
         if a.command == "modes":
-            res = run_study(shapes, npz=a.npz, pad=a.pad, scales=scales, grads=grads or GRADS,
-                            deterministic=det, **common)
+            res = run_study(shapes, scales=scales, grads=grads or GRADS, repeat=a.repeat, deterministic=det,
+                            **files, **common)
         elif a.command == "spread":
             _norm_permutations(a.permutations, "--permutations")
-            res = reduction_order_spread(shapes, npz=a.npz, pad=a.pad, scales=scales,
-                                         grads=grads or ("gradInput", "gradWeight"),
-                                         permutations=a.permutations, deterministic=a.fixed_order, **common)
+            res = reduction_order_spread(shapes, scales=scales, grads=grads or ("gradInput", "gradWeight"),
+                                         permutations=a.permutations, deterministic=a.fixed_order,
+                                         source=a.order_source, **files, **common)
+        elif a.command == "window":
+            if scales != [1.0]:
+                raise ValueError("--scale: window sweeps the scales itself; expected --exponents instead")
+            res = scale_window(shapes, exponents=_exponents(a.exponents),
+                               threshold=_norm_threshold(a.threshold, "--threshold"),
+                               grads=grads or ("gradWeight",), deterministic=det, **files, **common)
         else:
             if shapes and len(shapes) > 1:
                 raise ValueError("--shape: growth takes one base shape; expected a single --shape")
             if len(scales) > 1:
                 raise ValueError("--scale: growth takes one scale; expected a single value")
             vals = _split("--values", a.values, ())
+            _check_growth_sizes(shapes[0] if shapes else None, vals, a.axis)
             res = error_growth(shapes[0] if shapes else None, vals, a.axis, scale=scales[0], grads=grads or GRADS,
-                               metric=a.metric, deterministic=det, **common)
+                               metric=a.metric, repeat=a.repeat, deterministic=det, **common)
     except (ValueError, OSError) as e:
         print(f"study: error: {e}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print("study: error: the problem does not fit in memory; expected smaller --shape sizes", file=sys.stderr)
+        return 2
     res.meta["command"] = "python -m pyconvtbc study " + " ".join(shlex.quote(s) for s in argv)
     print(res.table())
+    if a.magnitudes and res.kind == "modes":
+        print("\n# magnitudes: share of each tensor's non-zero values in each range of a format")
+        print(res.magnitude_table())
     if a.out:
         made = res.save(a.out, a.prefix, plots=not a.no_plots)
         files = [made["csv"], made["json"], made["md"]] + made["plots"]

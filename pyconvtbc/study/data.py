@@ -1,6 +1,7 @@
 """The data of a study: problem shapes, seeded random inputs, ``.npz`` inputs, and the problems built from them."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Optional
@@ -8,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from .choices import (GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution, _norm_scale,
-                      _uniq)
+                      _norm_scale_rule, _uniq)
 from .reference import reference_gradients
 
 
@@ -116,6 +117,22 @@ def make_data(shape, distribution="normal", scale=1.0, seed=0):
 
 _NPZ_KEYS = {"grad_output": ("grad_output", "self", "dy"), "input": ("input", "x"), "weight": ("weight", "w"),
              "bias": ("bias", "b")}
+_EXPECT_FILES = ("an .npz file, a directory of .npy files or a .pt file with grad_output, input, weight "
+                 "[, bias, pad]")
+
+# The study holds each operand in float64 (and in the input dtype, and the references): the largest array it takes.
+MAX_ELEMENTS = 1 << 26
+
+
+def check_size(shape, argname="shape"):
+    """ValueError naming ``argname`` when one of ``shape``'s arrays is too large for a study to hold."""
+    s = shape
+    for what, n in (("grad_output (T_out*B*Cout)", s.T_out * s.B * s.Cout), ("input (T*B*Cin)", s.T * s.B * s.Cin),
+                    ("weight (K*Cin*Cout)", s.K * s.Cin * s.Cout)):
+        if n > MAX_ELEMENTS:
+            raise ValueError(f"{argname}: {s.label} gives {what} = {n} elements ({n * 8 / 2 ** 30:.3g} GiB in "
+                             f"float64); expected at most {MAX_ELEMENTS} elements per array in a study")
+    return shape
 
 
 def load_npz(path, pad=None):
@@ -128,46 +145,141 @@ def load_npz(path, pad=None):
     return arrays, shape.pad
 
 
-def _read_npz(path, pad):
-    """``load_npz``, returning the problem's Shape instead of its pad."""
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ValueError(f"npz: {path!r} is not a file; expected an .npz file with grad_output, input, weight")
-    with np.load(path, allow_pickle=False) as z:
-        files = set(z.files)
-        arrays = {}
-        for key, names in _NPZ_KEYS.items():
-            hit = next((n for n in names if n in files), None)
-            if hit is None:
-                if key == "bias":
-                    continue
-                raise ValueError(f"npz: {path!r} has no {key!r} array (or {', '.join(names[1:])}); "
-                                 f"it holds {sorted(files)}")
-            arrays[key] = np.asarray(z[hit]).astype(np.float64)
-        if pad is None:
-            pad = int(z["pad"]) if "pad" in files else 0
+def _pick(get, files, where):
+    """The operands from a mapping-like source (``get(name)`` for a name in ``files``), as float64 arrays."""
+    arrays = {}
+    for key, names in _NPZ_KEYS.items():
+        hit = next((n for n in names if n in files), None)
+        if hit is None:
+            if key == "bias":
+                continue
+            raise ValueError(f"data: {where} has no {key!r} array (or {', '.join(names[1:])}); "
+                             f"it holds {sorted(files)}")
+        arrays[key] = _as_f64(get(hit), f"{where}: {hit}")
+    return arrays
+
+
+def _as_f64(a, where):
+    if hasattr(a, "detach"):                       # a torch tensor (bfloat16 has no NumPy twin: via float32)
+        a = a.detach().cpu()
+        a = a.float().numpy() if a.is_floating_point() else a.numpy()
+    a = np.asarray(a)
+    if a.dtype.kind not in "fiu" and a.dtype.name not in ("bfloat16", "float8_e4m3fn"):
+        raise ValueError(f"data: {where} has dtype {a.dtype}; expected a real floating-point array")
+    return a.astype(np.float64)
+
+
+def _check_arrays(arrays, pad, where):
+    """The problem's Shape, after checking that the operands fit together (ValueError naming ``where``)."""
     x, w, dy = arrays["input"], arrays["weight"], arrays["grad_output"]
     if x.ndim != 3 or w.ndim != 3 or dy.ndim != 3:
-        raise ValueError(f"npz: {path!r}: input {x.shape}, weight {w.shape}, grad_output {dy.shape}; expected "
+        raise ValueError(f"data: {where}: input {x.shape}, weight {w.shape}, grad_output {dy.shape}; expected "
                          "3-D arrays (T,B,Cin), (K,Cin,Cout), (T_out,B,Cout)")
-    shape = Shape.parse((x.shape[0], x.shape[1], x.shape[2], w.shape[2], w.shape[0], pad), argname="npz")
+    shape = Shape.parse((x.shape[0], x.shape[1], x.shape[2], w.shape[2], w.shape[0], pad), argname=f"data {where}")
     if w.shape[1] != x.shape[2] or dy.shape != (shape.T_out, shape.B, shape.Cout):
-        raise ValueError(f"npz: {path!r}: input {x.shape}, weight {w.shape}, grad_output {dy.shape} with pad "
+        raise ValueError(f"data: {where}: input {x.shape}, weight {w.shape}, grad_output {dy.shape} with pad "
                          f"{pad}; expected weight (K, {x.shape[2]}, Cout) and grad_output "
                          f"{(shape.T_out, shape.B, shape.Cout)}")
     arrays.setdefault("bias", np.zeros(shape.Cout))
     if arrays["bias"].shape != (shape.Cout,):
-        raise ValueError(f"npz: {path!r}: bias {arrays['bias'].shape}; expected ({shape.Cout},)")
-    return arrays, shape
+        raise ValueError(f"data: {where}: bias {arrays['bias'].shape}; expected ({shape.Cout},)")
+    check_size(shape, f"data {where}")
+    return shape
+
+
+def _pad_of(value, pad, where):
+    if pad is not None:
+        return pad
+    if value is None:
+        return 0
+    p = _as_whole(np.asarray(value).reshape(-1)[0] if np.size(value) == 1 else None)
+    if p is None:
+        raise ValueError(f"data: {where}: pad {value!r}; expected one integer")
+    return p
+
+
+def _read_npz(path, pad):
+    """``load_npz``, returning the problem's Shape instead of its pad."""
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise ValueError(f"npz: {path!r} is not a file; expected an .npz file with grad_output, input, weight")
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"npz: {path!r} is not a readable .npz file ({e}); expected {_EXPECT_FILES}") from None
+    if not hasattr(z, "files"):
+        raise ValueError(f"npz: {path!r} holds one array, not an .npz archive; expected {_EXPECT_FILES}")
+    with z:
+        files = set(z.files)
+        arrays = _pick(lambda n: z[n], files, repr(str(path)))
+        pad = _pad_of(z["pad"] if "pad" in files else None, pad, repr(str(path)))
+    return arrays, _check_arrays(arrays, pad, repr(str(path)))
+
+
+def load_data(path, pad=None):
+    """The problems stored in ``path``: a list of (name, dict of float64 arrays, Shape).
+
+    ``path`` is an ``.npz`` file (arrays ``grad_output`` / ``self`` / ``dy``, ``input`` / ``x``, ``weight`` /
+    ``w``, optional ``bias`` / ``b`` and ``pad``), a directory of ``.npy`` files with those names
+    (``grad_output.npy``, ...; ``pad.npy`` optional), or a ``.pt`` file (torch, loaded with ``weights_only``)
+    holding one such dict of tensors or a list of them (what ``capture(...).save()`` writes: each with a
+    ``name``).  ``pad`` overrides the stored pad.
+    """
+    if not isinstance(path, (str, os.PathLike)) or not os.path.exists(path):
+        raise ValueError(f"data: {path!r} does not exist; expected {_EXPECT_FILES}")
+    p = str(path)
+    base = os.path.basename(os.path.normpath(p))
+    if os.path.isdir(p):
+        files = {os.path.splitext(f)[0]: os.path.join(p, f) for f in os.listdir(p) if f.endswith(".npy")}
+
+        def get(n):
+            return np.load(files[n], allow_pickle=False)
+        arrays = _pick(get, set(files), repr(p))
+        pd = _pad_of(get("pad") if "pad" in files else None, pad, repr(p))
+        return [(base, arrays, _check_arrays(arrays, pd, repr(p)))]
+    if p.endswith(".pt") or p.endswith(".pth"):
+        return _load_pt(p, pad)
+    arrays, shape = _read_npz(p, pad)
+    return [(base, arrays, shape)]
+
+
+def _load_pt(path, pad):
+    try:
+        import torch
+    except ImportError:
+        raise ValueError(f"data: {path!r} is a torch file and torch is not installed; expected {_EXPECT_FILES} "
+                         "(pip install 'pyconvtbc[torch]')") from None
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:       # torch raises many kinds for a bad file
+        raise ValueError(f"data: {path!r} is not a readable torch file ({type(e).__name__}: {e})") from None
+    recs = obj if isinstance(obj, (list, tuple)) else [obj]
+    out = []
+    for i, rec in enumerate(recs):
+        where = f"{path!r}[{i}]" if isinstance(obj, (list, tuple)) else repr(path)
+        if not isinstance(rec, dict):
+            raise ValueError(f"data: {where} is a {type(rec).__name__}; expected a dict of tensors")
+        arrays = _pick(rec.__getitem__, set(rec), where)
+        pd = _pad_of(rec.get("pad"), pad, where)
+        name = str(rec.get("name", f"{os.path.basename(path)}[{i}]" if len(recs) > 1 else os.path.basename(path)))
+        out.append((name, arrays, _check_arrays(arrays, pd, where)))
+    if not out:
+        raise ValueError(f"data: {path!r} holds no problems; expected {_EXPECT_FILES}")
+    return out
 
 
 @dataclass
 class _Problem:
     shape: Shape
     distribution: str
-    scale: float
+    scale: object                         # a float (multiplies all the data) or 'amax:FRAC'
     seed: Optional[int]
     source: dict                          # float64 arrays
     _cache: dict = field(default_factory=dict)
+
+    @property
+    def amax(self):
+        """FRAC of an 'amax:FRAC' scale rule, else None."""
+        return float(self.scale.partition(":")[2]) if isinstance(self.scale, str) else None
 
     def inputs(self, dtype):
         """Arrays in the input dtype (bias too) for the operator."""
@@ -178,7 +290,39 @@ class _Problem:
                 self._cache[key] = {k: v.astype(npdt) for k, v in self.source.items()}
         return self._cache[key]
 
-    def reference(self, dtype, which):
+    def scaled_inputs(self, dtype, dy_scale):
+        """``inputs(dtype)`` with grad_output multiplied by ``dy_scale`` before the cast to the input dtype."""
+        if dy_scale == 1:
+            return self.inputs(dtype)
+        key = ("in", dtype, dy_scale)
+        if key not in self._cache:
+            x = dict(self.inputs(dtype))
+            with np.errstate(over="ignore"):
+                x["grad_output"] = (self.source["grad_output"] * dy_scale).astype(INPUT_DTYPES[dtype])
+            self._cache[key] = x
+        return self._cache[key]
+
+    def reference(self, dtype, which, dy_scale=1):
+        """float64 gradients of the operator's inputs ('inputs') or of the source data ('source'), with
+        grad_output multiplied by ``dy_scale``."""
+        if dy_scale != 1:
+            key = ("ref", dtype if which == "inputs" else None, dy_scale)
+            if key not in self._cache:
+                if which == "inputs":
+                    src = self.scaled_inputs(dtype, dy_scale)
+                    dy = src["grad_output"].astype(np.float64)
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        exact = math.frexp(dy_scale)[0] == 0.5 and np.array_equal(
+                            dy, self.inputs(dtype)["grad_output"].astype(np.float64) * dy_scale)
+                    if exact:       # the cast kept every scaled value exact: the gradients scale exactly too
+                        self._cache[key] = {g: v * dy_scale for g, v in self.reference(dtype, which).items()}
+                    else:
+                        with np.errstate(invalid="ignore", over="ignore"):
+                            self._cache[key] = dict(zip(GRADS, reference_gradients(
+                                dy, src["input"], src["weight"], self.shape.pad)))
+                else:
+                    self._cache[key] = {g: v * dy_scale for g, v in self.reference(dtype, which).items()}
+            return self._cache[key]
         key = ("ref", dtype if which == "inputs" else None)
         if key not in self._cache:
             src = self.inputs(dtype) if which == "inputs" else self.source
@@ -193,16 +337,43 @@ class _Problem:
                 "distribution": self.distribution, "scale": self.scale, "seed": self.seed}
 
 
-def _problems(shapes, npz, distribution, scales, seed, pad=None):
-    """The problems of a study: each shape (or the npz arrays) at each scale."""
-    scales = _uniq(_norm_scale("scales", s) for s in _as_list("scales", scales))
-    if npz is not None:
-        if shapes is not None:
-            raise ValueError("shapes and npz were both given; expected one source of data (shapes for seeded "
-                             "random data, npz for arrays from a file)")
-        arrays, s = _read_npz(npz, pad)
-        return [_Problem(s, f"npz:{os.path.basename(str(npz))}", sc, None, {k: v * sc for k, v in arrays.items()})
-                for sc in scales]
+def _scaled(arrays, sc):
+    return dict(arrays) if isinstance(sc, str) else {k: v * sc for k, v in arrays.items()}
+
+
+def _records(data, pad):
+    """(name, arrays, Shape) records from ``data``: a path (``load_data``), a ``capture`` (its records), or a
+    list of dicts with grad_output, input, weight [, bias, pad, name]."""
+    if isinstance(data, (str, os.PathLike)):
+        return load_data(data, pad)
+    recs = getattr(data, "records", data)
+    if isinstance(recs, dict):
+        recs = [recs]
+    out = []
+    for i, rec in enumerate(_as_list("data", recs)):
+        where = f"data[{i}]"
+        if not isinstance(rec, dict):
+            raise ValueError(f"data: {where} is a {type(rec).__name__}; expected a dict with grad_output, input, "
+                             "weight [, bias, pad, name]")
+        arrays = _pick(rec.__getitem__, set(rec), where)
+        shape = _check_arrays(arrays, _pad_of(rec.get("pad"), pad, where), where)
+        out.append((str(rec.get("name", f"layer{i}")), arrays, shape))
+    return out
+
+
+def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None):
+    """The problems of a study: each shape (or the arrays of ``npz`` / ``data``) at each scale."""
+    scales = _uniq(_norm_scale_rule("scales", s) for s in _as_list("scales", scales))
+    if npz is not None or data is not None:
+        if sum(v is not None for v in (shapes, npz, data)) > 1:
+            raise ValueError("shapes, npz and data: more than one was given; expected one source of data (shapes "
+                             "for seeded random data, npz or data for arrays from a file or a capture)")
+        if npz is not None:
+            arrays, s = _read_npz(npz, pad)
+            recs = [(f"npz:{os.path.basename(str(npz))}", arrays, s)]
+        else:
+            recs = _records(data, pad)
+        return [_Problem(s, name, sc, None, _scaled(arrays, sc)) for name, arrays, s in recs for sc in scales]
     if shapes is None:
         shapes = [DEFAULT_SHAPE]
     elif isinstance(shapes, (Shape, str, dict)) or (
@@ -212,7 +383,9 @@ def _problems(shapes, npz, distribution, scales, seed, pad=None):
         shapes = [Shape.parse(s, "shapes") for s in _as_list("shapes", shapes)]
     out = []
     for s in _uniq(shapes):
-        base = make_data(s, distribution, 1.0, seed)
-        for sc in scales:
-            out.append(_Problem(s, distribution, sc, seed, {k: v * sc for k, v in base.items()}))
+        check_size(s, "shapes")
+        for sd in (seed if isinstance(seed, (list, tuple)) else [seed]):
+            base = make_data(s, distribution, 1.0, sd)
+            for sc in scales:
+                out.append(_Problem(s, distribution, sc, sd, _scaled(base, sc)))
     return out

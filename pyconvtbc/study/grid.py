@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..profiles import COMPUTE_HF32, COMPUTE_NAMES, PROFILES, compute_precision
-from .choices import _ACL_CODE, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, _as_list, _uniq
+from .choices import _ACL_CODE, CHIP_HF32_BITS, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, _as_list, _uniq
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,26 @@ class Cell:
     hf32_mantissa_bits: Optional[int] = None
     hif8_rounding: Optional[str] = None
     saturate: Optional[bool] = None
+    accumulation: Optional[str] = None     # None: the operator's default form
+    block_size: Optional[int] = None       # None: the compute precision's k0 (and always for 'sequential')
 
     def kwargs(self, deterministic=True, num_threads=None):
-        """Keywords for ``pyconvtbc.conv_tbc_backward`` (explicit values: process options never leak in)."""
-        return dict(cube_math_type=CUBE_MATH_TYPES[self.cube_math_type], grad_weight_dtype=self.grad_weight_dtype,
-                    soc=self.soc, deterministic=deterministic, num_threads=num_threads,
-                    hf32_rounding=self.hf32_rounding or "half_away", hf32_mantissa_bits=self.hf32_mantissa_bits,
-                    hif8_rounding=self.hif8_rounding or "ta", saturate=bool(self.saturate))
+        """Keywords for ``pyconvtbc.conv_tbc_backward`` (explicit values: process options never leak in; the
+        accumulation keywords only when the grid sets them)."""
+        kw = dict(cube_math_type=CUBE_MATH_TYPES[self.cube_math_type], grad_weight_dtype=self.grad_weight_dtype,
+                  soc=self.soc, deterministic=deterministic, num_threads=num_threads,
+                  hf32_rounding=self.hf32_rounding or "half_away", hf32_mantissa_bits=self.hf32_mantissa_bits,
+                  hif8_rounding=self.hif8_rounding or "ta", saturate=bool(self.saturate))
+        if self.accumulation is not None:
+            kw["accumulation"] = self.accumulation
+        if self.block_size is not None:
+            kw["block_size"] = self.block_size
+        return kw
+
+    @property
+    def what_if(self):
+        """True for an HF32 width the chips do not have (run by pre-rounding the operands, see ``_run_cell``)."""
+        return self.compute == "HF32" and self.hf32_mantissa_bits not in CHIP_HF32_BITS
 
     def out_format(self, grad):
         return self.grad_weight_dtype if grad == "gradWeight" else self.input_dtype
@@ -46,28 +59,31 @@ class Grid:
     hf32_mantissa_bits: tuple = (None,)
     hif8_roundings: tuple = ("ta",)
     saturate: tuple = (False,)
+    accumulations: tuple = (None,)
+    block_sizes: tuple = (None,)
 
     def __post_init__(self):
         for name, (norm, every) in _AXES.items():
             v = getattr(self, name)
             if isinstance(v, str) and v.strip().lower() == "all":      # "all" (alone) takes every value
                 v = every
-            elif v is None and name == "hf32_mantissa_bits":           # None: the profile's width
+            elif v is None and name in ("hf32_mantissa_bits", "accumulations", "block_sizes"):   # the defaults
                 v = [None]
             setattr(self, name, _uniq(norm(name, x) for x in _as_list(name, v)))
 
     def cells(self):
         out = []
-        for dt, soc, cube, gw, hr, hb, h8, sat in itertools.product(
+        for dt, soc, cube, gw, hr, hb, h8, sat, acc, bs in itertools.product(
                 self.input_dtypes, self.socs, self.cube_math_types, self.grad_weight_dtypes, self.hf32_roundings,
-                self.hf32_mantissa_bits, self.hif8_roundings, self.saturate):
+                self.hf32_mantissa_bits, self.hif8_roundings, self.saturate, self.accumulations, self.block_sizes):
             profile = PROFILES[soc]
             c = compute_precision(profile, _ACL_CODE[dt], CUBE_MATH_TYPES[cube])
             hf32 = c == COMPUTE_HF32
             gw_eff = dt if gw == "same" else gw
             out.append(Cell(dt, cube, soc, gw_eff, COMPUTE_NAMES[c] if c is not None else "n/a",
                             hr if hf32 else None, (hb or profile.hf32_mantissa_bits) if hf32 else None,
-                            h8 if gw_eff == "hifloat8" else None, sat if gw_eff in _EIGHT_BIT else None))
+                            h8 if gw_eff == "hifloat8" else None, sat if gw_eff in _EIGHT_BIT else None,
+                            acc, bs if acc != "sequential" else None))
         return list(_uniq(out))
 
 

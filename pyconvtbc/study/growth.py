@@ -6,23 +6,25 @@ from dataclasses import asdict
 import numpy as np
 
 from .choices import GRADS, _as_list, _as_whole, _normalise
-from .data import Shape, _problems
+from .data import Shape, _problems, check_size
 from .grid import _as_grid
 from .report import StudyResult
-from .sweep import _check_common, _meta, _sweep
+from .repeat import aggregate
+from .sweep import _check_common, _meta, _seeds, _sweep
 
 GROWTH_AXES = ("T", "B", "Cin", "Cout", "K")
 _GROWTH_METRICS = ("rel_fro", "max_rel", "max_abs", "ulp_median", "ulp_p99", "ulp_max")
 
 
 def error_growth(base_shape=None, values=(16, 64, 256, 1024), axis="T", grid=None, *, distribution="normal",
-                 scale=1.0, seed=0, grads=GRADS, reference="inputs", metric="rel_fro", deterministic=True,
+                 scale=1.0, seed=0, repeat=1, grads=GRADS, reference="inputs", metric="rel_fro", deterministic=True,
                  num_threads=None, progress=False):
     """Each mode's error as one size grows: ``axis`` of ``base_shape`` takes each of ``values``.
 
     Sweeping T grows gradWeight's and gradBias's reduction length B*T_out; sweeping Cout (or K) grows
     gradInput's K*Cout.  ``meta['slopes']`` holds, per mode and gradient, the least-squares slope of
-    log(metric) against log(reduction length) (0.5: random-walk growth, 1: linear; 0: no growth).
+    log(metric) against log(reduction length) (0.5: random-walk growth, 1: linear; 0: no growth).  With
+    ``repeat`` = N > 1 every size runs on N seeds; rows hold means with 95 % intervals and slopes use the means.
     """
     base = Shape.parse(base_shape if base_shape is not None else Shape(16, 8, 32, 32, 3, 1), "base_shape")
     axis = _normalise("axis", axis, GROWTH_AXES, what="size to sweep")
@@ -34,16 +36,20 @@ def error_growth(base_shape=None, values=(16, 64, 256, 1024), axis="T", grid=Non
             raise ValueError(f"values: {v!r}; expected integers >= 1 for {axis}")
         vals.append(iv)
     vals = sorted(set(vals))
-    shapes = [Shape.parse({**asdict(base), axis: v}, f"values ({axis}={v})") for v in vals]
+    shapes = [check_size(Shape.parse({**asdict(base), axis: v}, f"values ({axis}={v})"), f"values ({axis}={v})")
+              for v in vals]
     grid = _as_grid(grid)
     grads, reference, deterministic = _check_common(grads, reference, deterministic)
     cells = grid.cells()
-    problems = _problems(shapes, None, distribution, [scale], seed)
+    seeds = _seeds(seed, repeat, False)
+    problems = _problems(shapes, None, distribution, [scale], seeds)
     rows, samples = _sweep("growth", problems, cells, grads, reference, deterministic, num_threads, progress)
+    if len(seeds) > 1:
+        rows, samples = aggregate(rows, samples)
     slopes = [{"cell": asdict(c), "grad": g, "slope": _slope(rows, asdict(c), g, metric)}
               for c in cells for g in grads]
     meta = _meta("growth", grid, problems, grads, reference, deterministic, axis=axis, values=vals, metric=metric,
-                 base_shape=base.label, slopes=slopes)
+                 base_shape=base.label, slopes=slopes, repeats=len(seeds))
     return StudyResult("growth", rows, meta, samples)
 
 

@@ -23,8 +23,8 @@ _OVERFLOW = {
 }
 
 # The keys of ``error_metrics`` and ``_spread_stats``, in order (every one None on a row the operator rejected).
-_METRIC_KEYS = ("n", "max_abs", "max_rel", "rel_fro", "ulp_median", "ulp_p99", "ulp_max", "n_overflow",
-                "n_underflow", "n_nan", "n_inf")
+_METRIC_KEYS = ("n", "max_abs", "max_rel", "rel_median", "rel_fro", "n_ulp", "ulp_median", "ulp_p99", "ulp_max",
+                "frac_overflow", "frac_subnormal", "frac_underflow", "n_overflow", "n_underflow", "n_nan", "n_inf")
 _SPREAD_KEYS = ("spread_median", "spread_p99", "spread_max", "frac_varying")
 
 
@@ -59,14 +59,34 @@ def ulp_errors(computed, reference, fmt):
     return np.asarray(ulp_distance(fmt, _values(computed, fmt), np.asarray(reference, dtype=np.float64)))
 
 
+def format_limits(fmt):
+    """The limits of an output format that every magnitude view marks: {smallest_subnormal, smallest_normal,
+    largest_finite, overflow_threshold} (float values; see ``_OVERFLOW`` for the threshold)."""
+    name = _fmt_name(fmt)
+    f = get_format(name)
+    return {"smallest_subnormal": f.min_subnormal, "smallest_normal": f.min_normal, "largest_finite": f.max,
+            "overflow_threshold": _OVERFLOW[name][0]}
+
+
 def error_metrics(computed, reference, fmt, *, return_ulps=False):
     """Error of ``computed`` (values, or HiFloat8 codes) against the float64 ``reference``, in format ``fmt``.
 
-    Returns a dict: n, max_abs, max_rel, rel_fro, ulp_median, ulp_p99, ulp_max (over the elements where both
-    are finite; None when there are none), n_overflow, n_underflow, n_nan, n_inf (see the module docstring).
-    With ``return_ulps`` returns (dict, per-element ULP errors of the measured elements).
+    Returns a dict (``_METRIC_KEYS``):
+
+    * ``n``; ``max_abs``, ``max_rel``, ``rel_median`` (median |c - r| / |r| over r != 0: an element flushed to
+      zero counts 1), ``rel_fro``: over the elements where c and r are finite;
+    * ``n_ulp`` elements whose exact value is representable in ``fmt`` (r finite, smallest subnormal <= |r| <=
+      largest finite) and whose result is finite; ``ulp_median``, ``ulp_p99``, ``ulp_max`` over those only (None
+      when there are none), so a tensor that underflowed cannot look accurate in ULPs;
+    * ``frac_overflow`` (of all elements), ``frac_subnormal`` (of the finite non-zero r: |r| below the smallest
+      normal, where the format has less precision or none), ``frac_underflow`` (of the finite non-zero r: c == 0,
+      flushed to zero by operand rounding or the output cast); None when the denominator is 0;
+    * counts ``n_overflow``, ``n_underflow`` (the two fractions' numerators), ``n_nan``, ``n_inf``.
+
+    With ``return_ulps`` returns (dict, per-element ULP errors of the ``n_ulp`` elements).
     """
     fmt = _fmt_name(fmt)
+    f = get_format(fmt)
     c = _values(computed, fmt).reshape(-1)
     r = np.asarray(reference, dtype=np.float64).reshape(-1)
     if c.shape != r.shape:
@@ -79,21 +99,35 @@ def error_metrics(computed, reference, fmt, *, return_ulps=False):
     out["n"] = int(c.size)
     out["n_nan"] = int(np.isnan(c).sum())
     out["n_inf"] = int(np.isinf(c).sum())
-    out["n_overflow"] = int((rfin & (np.isinf(c) | past | (np.isnan(c) & (ar > get_format(fmt).max)))).sum())
-    out["n_underflow"] = int((rfin & (r != 0) & (c == 0)).sum())
+    out["n_overflow"] = int((rfin & (np.isinf(c) | past | (np.isnan(c) & (ar > f.max)))).sum())
+    nonzero = rfin & (r != 0)
+    n_nonzero = int(nonzero.sum())
+    out["n_underflow"] = int((nonzero & (c == 0)).sum())
+    out["frac_overflow"] = out["n_overflow"] / c.size if c.size else None
+    if n_nonzero:
+        out["frac_underflow"] = out["n_underflow"] / n_nonzero
+        out["frac_subnormal"] = float((nonzero & (ar < f.min_normal)).sum()) / n_nonzero
     m = np.isfinite(c) & rfin
     ulps = np.zeros(0)
+    out["n_ulp"] = 0
     if m.any():
         cm, rm = c[m], r[m]
         d = np.abs(cm - rm)
         out["max_abs"] = float(d.max())
         nz = rm != 0
-        out["max_rel"] = float((d[nz] / np.abs(rm[nz])).max()) if nz.any() else None
+        if nz.any():
+            rel = d[nz] / np.abs(rm[nz])
+            out["max_rel"] = float(rel.max())
+            out["rel_median"] = float(np.median(rel))
         nr = float(np.linalg.norm(rm))
         nd = float(np.linalg.norm(d))
         out["rel_fro"] = nd / nr if nr > 0 else (0.0 if nd == 0 else math.inf)
-        ulps = np.asarray(ulp_distance(fmt, cm, rm), dtype=np.float64)
-        out.update(_ulp_summary(ulps, "ulp"))
+        arm = np.abs(rm)
+        rep = (arm >= f.min_subnormal) & (arm <= f.max)
+        out["n_ulp"] = int(rep.sum())
+        if rep.any():
+            ulps = np.asarray(ulp_distance(fmt, cm[rep], rm[rep]), dtype=np.float64)
+            out.update(_ulp_summary(ulps, "ulp"))
     return (out, ulps) if return_ulps else out
 
 

@@ -5,20 +5,41 @@ from .choices import GRADS
 from .data import _problems
 from .grid import _as_grid
 from .report import StudyResult
-from .sweep import _check_common, _meta, _sweep
+from .magnitudes import magnitude_rows
+from .repeat import aggregate
+from .sweep import _check_common, _meta, _seeds, _sweep
 
 
-def run_study(shapes=None, grid=None, *, npz=None, pad=None, distribution="normal", scales=(1.0,), seed=0,
-              grads=GRADS, reference="inputs", deterministic=True, num_threads=None, progress=False):
-    """Per-mode error table: every cell of ``grid`` on every problem (shape x scale, or the npz arrays).
+def run_study(shapes=None, grid=None, *, npz=None, data=None, pad=None, distribution="normal", scales=(1.0,),
+              seed=0, repeat=1, grads=GRADS, reference="inputs", deterministic=True, num_threads=None,
+              progress=False):
+    """Per-mode error table: every cell of ``grid`` on every problem (shape x scale, or the arrays of a file).
 
-    shapes: Shape / 'T,B,Cin,Cout,K[,pad]' / tuples, one or a list (default 64,8,64,64,3,1); npz: a file of
-    arrays instead (``load_npz``); grid: a ``Grid`` or a dict of its axes; deterministic: passed to the
-    operator (None: the profile's default); progress: True / False / 'auto' (stderr is a terminal).
+    shapes: Shape / 'T,B,Cin,Cout,K[,pad]' / tuples, one or a list (default 64,8,64,64,3,1); npz: an .npz file of
+    arrays instead (``load_npz``); data: a file (``load_data``: .npz, a directory of .npy, .pt), a ``capture``
+    or a list of dicts of arrays, one problem per record (a captured model: one per layer call); scales: numbers
+    (multiply all the data) and / or 'amax[:FRAC]' (per mode, grad_output times the power of two that puts the
+    exact gradWeight's largest magnitude in (FRAC/2, FRAC] of its format's largest finite value; FRAC 0.5 by
+    default); repeat: the number of seeds (seed, seed+1, ...) whose results are averaged, with 95 % intervals;
+    grid: a ``Grid`` or a dict of its axes; deterministic: passed to the operator (None: the profile's
+    default); progress: True / False / 'auto' (stderr is a terminal).
     Returns a ``StudyResult`` (``.table()``, ``.save(dir)``, ``.rows``).
     """
     grid = _as_grid(grid)
     grads, reference, deterministic = _check_common(grads, reference, deterministic)
-    problems = _problems(shapes, npz, distribution, scales, seed, pad)
+    seeds = _seeds(seed, repeat, npz is not None or data is not None)
+    problems = _problems(shapes, npz, distribution, scales, seeds, pad, data)
     rows, samples = _sweep("study", problems, grid.cells(), grads, reference, deterministic, num_threads, progress)
-    return StudyResult("modes", rows, _meta("modes", grid, problems, grads, reference, deterministic), samples)
+    if len(seeds) > 1:
+        rows, samples = aggregate(rows, samples)
+    mags, values = magnitude_rows(_magnitude_problems(problems, seeds[0]), grid.cells(), grads, reference)
+    meta = _meta("modes", grid, problems, grads, reference, deterministic, repeats=len(seeds), magnitudes=mags)
+    return StudyResult("modes", rows, meta, samples, values)
+
+
+def _magnitude_problems(problems, seed):
+    """The problems of the magnitude view: the first seed's; an amax problem only when no plain problem holds
+    the same data (its data are the unscaled ones)."""
+    plain = {(p.shape, p.distribution) for p in problems if not isinstance(p.scale, str)}
+    return [p for p in problems if p.seed in (None, seed)
+            and not (isinstance(p.scale, str) and (p.shape, p.distribution) in plain)]

@@ -12,7 +12,8 @@ import numpy as np
 from .choices import _uniq
 from .metrics import _SPREAD_KEYS
 from .plots import plot_result
-from .table import _HEAD, _METRICS, _MODE_FIELDS, _PROBLEM_FIELDS, _fmt_value, _render
+from .table import (_HEAD, _METRICS, _MODE_FIELDS, _PROBLEM_FIELDS, _REPEAT_METRICS, _fmt_interval, _fmt_value,
+                    _render)
 
 _DEFINITIONS = """\
 - error of each gradient against a float64 reference; `max abs` = max |c - r|, `max rel` = max |c - r| / |r|
@@ -41,6 +42,16 @@ def _json_safe(v):
     return v
 
 
+def _check_prefix(prefix, argname="prefix"):
+    """ValueError unless ``prefix`` is a plain file name (no directory part, not '.' or '..')."""
+    if (not isinstance(prefix, str) or not prefix or prefix in (".", "..") or "\0" in prefix
+            or os.path.basename(prefix) != prefix or os.path.isabs(prefix)
+            or (os.altsep and os.altsep in prefix) or "/" in prefix or "\\" in prefix):
+        raise ValueError(f"{argname}: {prefix!r} is not a plain file name; expected a name without a directory "
+                         "part (the files are written inside --out)")
+    return prefix
+
+
 @dataclass
 class StudyResult:
     """Rows (one dict per cell x gradient) of a study, with writers for every output."""
@@ -49,6 +60,7 @@ class StudyResult:
     rows: list
     meta: dict
     samples: list = field(default_factory=list, repr=False)   # per row: ULP errors (subsampled) or None
+    magnitude_values: list = field(default_factory=list, repr=False)   # (key, formats, |values|) per tensor
 
     # -- selection helpers
     def valid_rows(self):
@@ -61,10 +73,13 @@ class StudyResult:
             vals = _uniq(r.get(k) for r in self.rows)
             if len(vals) > 1:
                 varying.append(k)
-            elif vals and vals[0] is not None and k != "out_format":
+            elif vals and vals[0] is not None and k != "out_format" and not (k == "dy_scale" and vals[0] == 1):
                 constant[k] = vals[0]
         if self.kind == "growth":
             varying = [k for k in varying if k != "shape"]
+        if self.kind == "window":
+            varying = [k for k in varying if k != "dy_scale"]
+            constant.pop("dy_scale", None)
         return varying, constant
 
     def _mode_label(self, row, varying):
@@ -79,9 +94,13 @@ class StudyResult:
             elif k == "hf32_mantissa_bits":
                 parts.append(f"{v}b")
             elif k == "scale":
-                parts.append(f"x{v:g}")
+                parts.append(f"x{v:g}" if isinstance(v, float) else str(v))
+            elif k == "dy_scale":
+                parts.append(f"gO*{_fmt_value(k, v)}")
             elif k == "grad_weight_dtype":
                 parts.append(f"gw={v}")
+            elif k == "block_size":
+                parts.append(f"k0={v}")
             else:
                 parts.append(str(v))
         return " ".join(parts) if parts else "default"
@@ -90,6 +109,11 @@ class StudyResult:
     def header_lines(self):
         _, constant = self._context_columns()
         lines = []
+        if self.meta.get("repeats", 1) > 1:
+            lines.append(f"repeats: {self.meta['repeats']} seeds, mean ±half-width of the 95 % interval (t)")
+        if self.kind == "window":
+            ex = self.meta.get("exponents", [])
+            lines.append(f"scales: 2^{ex[0]}..2^{ex[-1]}" if ex else "scales: none")
         if self.kind == "growth":
             m = self.meta
             lines.append(f"sweep: {m.get('axis')} in {m.get('values')} (base {m.get('base_shape')})")
@@ -99,22 +123,46 @@ class StudyResult:
             lines.append(f"{_HEAD.get(k, k)}: {_fmt_value(k, v)}")
         return lines
 
+    def _window_cells(self):
+        varying, _ = self._context_columns()
+        cols = [k for k in varying if k not in ("out_format",)]
+        headers = [_HEAD[c] for c in cols] + ["grad", "out fmt", "window (gO scale)", "octaves", "best rel Frob",
+                                                "at", "worst rel Frob"]
+        cells = []
+        for w in self.meta.get("windows", []):
+            ctx = [_fmt_value(c, w.get(c)) for c in cols] + [w["grad"], str(w["out_format"])]
+            if w["status"]:
+                cells.append(ctx + [f"n/a ({w['status']})"] + [""] * 4)
+            elif w["lo"] is None:
+                cells.append(ctx + ["none", "-", "-", "-", "-"])
+            else:
+                cells.append(ctx + [f"2^{w['lo']}..2^{w['hi']}", str(w["octaves"]), _fmt_value("rel_fro", w["best"]),
+                                    f"2^{w['best_at']}", _fmt_value("rel_fro", w["worst"])])
+        return headers, cells
+
     def _table_cells(self):
         if self.kind == "growth":
             return self._growth_pivot(self.meta.get("metric", "rel_fro"))
+        if self.kind == "window":
+            return self._window_cells()
         varying, _ = self._context_columns()
         cols = varying + ["grad"]
         if "out_format" not in cols:
             cols.append("out_format")
-        metrics = list(_METRICS) if self.kind == "modes" else ["ulp_median", "ulp_p99", "ulp_max", *_SPREAD_KEYS]
+        repeated = self.meta.get("repeats", 1) > 1
+        if self.kind == "modes":
+            metrics = list(_REPEAT_METRICS if repeated else _METRICS)
+        else:
+            metrics = ["n_ulp", "ulp_median", "ulp_p99", "ulp_max", *_SPREAD_KEYS]
         headers = [_HEAD[c] for c in cols + metrics]
         cells = []
+        fmt = (lambda m, r: _fmt_interval(m, r)) if repeated else (lambda m, r: _fmt_value(m, r.get(m)))
         for r in self.rows:
             ctx = [_fmt_value(c, r.get(c)) for c in cols]
             if r["status"]:
                 cells.append(ctx + [f"n/a ({r['status']})"] + [""] * (len(metrics) - 1))
             else:
-                cells.append(ctx + [_fmt_value(m, r.get(m)) for m in metrics])
+                cells.append(ctx + [fmt(m, r) for m in metrics])
         return headers, cells
 
     def _growth_pivot(self, metric):
@@ -142,6 +190,8 @@ class StudyResult:
                     vals.append("")
                 elif r["status"]:
                     vals.append(f"n/a ({r['status']})")
+                elif self.meta.get("repeats", 1) > 1:
+                    vals.append(_fmt_interval(metric, r))
                 else:
                     vals.append(_fmt_value(metric, r.get(metric)))
             sl = slopes.get((mode, grad))
@@ -153,11 +203,32 @@ class StudyResult:
         """The result as a plain-text table (constant settings on the lines above it)."""
         headers, cells = self._table_cells()
         title = {"modes": "per-mode error vs float64 reference",
-                 "spread": f"reduction-order spread ({self.meta.get('permutations')} orders) next to the mode's "
-                           "error, in ULPs of the output format",
+                 "spread": f"reduction-order spread ({self.meta.get('permutations')} orders"
+                           f"{', from the operator' if self.meta.get('order_source') == 'operator' else ''}) next "
+                           "to the mode's error, in ULPs of the output format",
                  "growth": f"{self.meta.get('metric', 'rel_fro')} vs {self.meta.get('axis', 'T')} "
-                           "(slope: d log(error) / d log(reduction length))"}[self.kind]
+                           "(slope: d log(error) / d log(reduction length))",
+                 "window": f"scale window: grad_output scales 2^e where overflow and sub-normal fractions are both "
+                           f"<= {self.meta.get('threshold', 0):g}"}[self.kind]
         return "\n".join([f"# {title}", "# " + " | ".join(self.header_lines()), _render(headers, cells)])
+
+    def magnitude_table(self, markdown=False):
+        """Where each operand's and exact gradient's values lie against each format's limits (modes only; ''
+        when the study has no magnitude view)."""
+        mags = self.meta.get("magnitudes") or []
+        if not mags:
+            return ""
+        ctx = [k for k in ("shape", "distribution", "scale", "input_dtype") if len(_uniq(m[k] for m in mags)) > 1]
+        headers = [_HEAD[k] for k in ctx] + ["tensor", "format", "min |x|>0", "median |x|", "max |x|", "zero",
+                                             "flushed%", "sub%", "normal%", "ovf%"]
+        cells = []
+        for m in mags:
+            num = ([_fmt_value("x", m[k]) for k in ("min_nonzero", "median", "max")] if m["max"] is not None
+                   else ["-"] * 3)
+            fr = [_fmt_value(k, m[k]) for k in ("frac_flushed", "frac_subnormal", "frac_normal", "frac_overflow")]
+            cells.append([_fmt_value(k, m[k]) for k in ctx] + [m["tensor"], m["format"], *num, str(m["n_zero"]),
+                                                              *fr])
+        return _render(headers, cells, markdown=markdown)
 
     def to_csv(self, path):
         keys = list(self.rows[0]) if self.rows else []
@@ -179,7 +250,8 @@ class StudyResult:
         headers, cells = self._table_cells()
         title = {"modes": "Per-mode error of the emulated NPU gradients",
                  "spread": "Reduction-order spread next to each mode's error",
-                 "growth": "Error growth with the reduction length"}[self.kind]
+                 "growth": "Error growth with the reduction length",
+                 "window": "Scale window of each mode"}[self.kind]
         m = self.meta
         lines = [f"# pyconvtbc precision study: {title}", "",
                  f"pyconvtbc {m.get('version')}, {m.get('date')}.", ""]
@@ -188,6 +260,10 @@ class StudyResult:
         lines += ["## Setup", ""] + [f"- {l}" for l in self.header_lines()]
         lines += [f"- reference: {m.get('reference_text', '')}", f"- deterministic: {m.get('deterministic')}", ""]
         lines += ["## Results", "", _render(headers, cells, markdown=True), ""]
+        if self.meta.get("magnitudes"):
+            lines += ["## Magnitudes", "", "Where the values lie against each format's limits (operands: against "
+                      "the compute precisions; gradients: the exact values against their output formats).", "",
+                      self.magnitude_table(markdown=True), ""]
         if plots:
             lines += ["## Plots", ""]
             base = os.path.dirname(os.path.abspath(path))
@@ -208,6 +284,7 @@ class StudyResult:
     def save(self, outdir, prefix=None, plots=True):
         """Write <prefix>.csv, .json, .md (and PNG plots when asked and possible); returns {kind: path(s)}."""
         prefix = prefix or ("study" if self.kind == "modes" else self.kind)
+        _check_prefix(prefix)
         os.makedirs(outdir, exist_ok=True)
         made = {"csv": self.to_csv(os.path.join(outdir, f"{prefix}.csv")),
                 "json": self.to_json(os.path.join(outdir, f"{prefix}.json"))}

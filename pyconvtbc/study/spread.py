@@ -128,28 +128,54 @@ def permuted_gradients(grad_output, input, weight, pad=0, *, grad="gradWeight", 
     return out
 
 
-def reduction_order_spread(shapes=None, grid=None, *, permutations=20, deterministic=False, npz=None, pad=None,
-                           distribution="normal", scales=(1.0,), seed=0, grads=("gradInput", "gradWeight"),
-                           reference="inputs", num_threads=None, progress=False):
-    """For each cell: the mode's error (from the operator) and the spread of ``permutations`` fp32
-    accumulation orders (``permuted_gradients``), both in ULPs of the output format.
+ORDER_SOURCES = ("model", "operator")
 
-    ``deterministic=True`` models deterministic hardware: every run uses the same order, the spread is 0.
+
+def _operator_runs(x, pad, cell, grad, fmt, permutations, deterministic, num_threads):
+    """``permutations`` calls of the operator itself, not deterministic (unless ``deterministic``), with order
+    seeds 0..N-1: float64 values of the output format, shape (N, *gradient shape)."""
+    from .metrics import _values
+    from .sweep import _run_cell
+    runs = []
+    for i in range(permutations):
+        out = _run_cell(x, pad, cell, deterministic, num_threads, order_seed=None if deterministic else i)
+        runs.append(_values(out[GRADS.index(grad)], fmt))
+    return np.stack(runs)
+
+
+def reduction_order_spread(shapes=None, grid=None, *, permutations=20, deterministic=False, npz=None, data=None,
+                           pad=None,
+                           distribution="normal", scales=(1.0,), seed=0, grads=("gradInput", "gradWeight"),
+                           reference="inputs", num_threads=None, progress=False, source="model"):
+    """For each cell: the mode's error (from the operator) and the spread of ``permutations`` accumulation
+    orders, both in ULPs of the output format.
+
+    ``source="model"``: the orders are sampled in a NumPy model (``permuted_gradients``: every sum's terms added
+    one by one in a random order); ``source="operator"``: the operator's own non-deterministic mode, called
+    ``permutations`` times with ``deterministic=False`` and order seeds 0..N-1 (each call one of the orders the
+    accumulation model allows the hardware; repeatable).  ``deterministic=True`` models deterministic hardware:
+    every run uses the same order, the spread is 0.
     """
     grid = _as_grid(grid)
     grads, reference, _ = _check_common(grads, reference, True)
     _norm_permutations(permutations)
     deterministic = _norm_bool("deterministic", deterministic)
+    source = _normalise("source", source, ORDER_SOURCES, what="order source")
     order = "fixed" if deterministic else "random"
-    problems = _problems(shapes, npz, distribution, scales, seed, pad)
+    problems = _problems(shapes, npz, distribution, scales, seed, pad, data)
 
     def add_spread(p, c, rows):
         for row in rows:
-            row.update(permutations=int(permutations), order=order)
+            row.update(permutations=int(permutations), order=order, order_source=source)
             if row["status"]:
                 row.update(dict.fromkeys(_SPREAD_KEYS))
                 continue
-            x = p.inputs(c.input_dtype)
+            x = p.scaled_inputs(c.input_dtype, row["dy_scale"])
+            if source == "operator":
+                runs = _operator_runs(x, p.shape.pad, c, row["grad"], row["out_format"], permutations,
+                                      deterministic, num_threads)
+                row.update(_spread_stats(runs, row["out_format"]))
+                continue
             runs = permuted_gradients(
                 x["grad_output"], x["input"], x["weight"], p.shape.pad, grad=row["grad"], compute=c.compute,
                 permutations=permutations, seed=seed, deterministic=deterministic,
@@ -160,5 +186,6 @@ def reduction_order_spread(shapes=None, grid=None, *, permutations=20, determini
 
     rows, samples = _sweep("spread", problems, grid.cells(), grads, reference, True, num_threads, progress,
                            add_spread)
-    meta = _meta("spread", grid, problems, grads, reference, True, permutations=int(permutations), order=order)
+    meta = _meta("spread", grid, problems, grads, reference, True, permutations=int(permutations), order=order,
+                 order_source=source)
     return StudyResult("spread", rows, meta, samples)

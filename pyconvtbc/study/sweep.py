@@ -2,31 +2,78 @@
 from __future__ import annotations
 
 import datetime
+import math
 from dataclasses import asdict
 
 import numpy as np
 
 from ..api import conv_tbc_backward
+from ..codecs import round_to_hf32
 from ..status import AclnnError
-from .choices import GRADS, REFERENCES, _norm_bool, _norm_grads, _normalise
-from .metrics import _METRIC_KEYS, error_metrics
+from .choices import CUBE_MATH_TYPES, GRADS, REFERENCES, _norm_bool, _norm_grads, _normalise
+from .metrics import _METRIC_KEYS, error_metrics, format_limits
 from .progress import _Progress
 
 _SAMPLE_MAX = 20000
 
 
-def _measure(problem, cell, grads, reference, deterministic, num_threads, rng):
-    """Rows (one per gradient) for one cell on one problem, plus ULP samples for the histograms."""
-    base = {**problem.context(), **asdict(cell)}
-    x = problem.inputs(cell.input_dtype)
+def _amax_scale(problem, cell, reference):
+    """The power-of-two grad_output scale of an 'amax:FRAC' problem for ``cell``: the largest 2^e with
+    2^e * max|exact gradWeight| <= FRAC * (largest finite value of gradWeight's output format), and 2^e *
+    max|grad_output| <= FRAC * (largest finite value of the input dtype); 1 without amax."""
+    frac = problem.amax
+    if frac is None:
+        return 1.0
+    ref = problem.reference(cell.input_dtype, reference)["gradWeight"]
+    ref = np.abs(ref[np.isfinite(ref)])
+    amax = float(ref.max()) if ref.size else 0.0
+    if amax == 0:
+        return 1.0
+    e = math.floor(math.log2(frac * format_limits(cell.out_format("gradWeight"))["largest_finite"] / amax))
+    # never past FRAC of the input dtype's range for grad_output itself (an fp32 gradWeight would ask for ~2^120)
+    dy = np.abs(problem.source["grad_output"])
+    dy_max = float(dy[np.isfinite(dy)].max()) if dy.size else 0.0
+    if dy_max > 0:
+        e = min(e, math.floor(math.log2(frac * format_limits(cell.input_dtype)["largest_finite"] / dy_max)))
+    return 2.0 ** e
+
+
+def _run_cell(x, pad, cell, deterministic, num_threads, order_seed=None):
+    """The operator's three gradients for one cell; an HF32 width beyond the chips (``Cell.what_if``) runs as
+    FP32 (KEEP_DTYPE) on operands rounded to that width first (HF32 products of up to 12-bit significands are
+    exact in fp32, so this is the HF32 path with another width), gradBias from the unrounded grad_output as in
+    every mode."""
+    kw = cell.kwargs(deterministic, num_threads)
+    if order_seed is not None:
+        kw["order_seed"] = order_seed
+    if not cell.what_if:
+        return conv_tbc_backward(x["grad_output"], x["input"], x["weight"], x["bias"], pad, **kw)
+    kw.update(cube_math_type=CUBE_MATH_TYPES["KEEP_DTYPE"], hf32_mantissa_bits=None)
+    rnd = dict(mantissa_bits=cell.hf32_mantissa_bits, rounding=cell.hf32_rounding)
+    dy, xi, w = (round_to_hf32(x[k], **rnd) for k in ("grad_output", "input", "weight"))
+    gi, gw, _ = conv_tbc_backward(dy, xi, w, x["bias"], pad, **kw)
+    gb = conv_tbc_backward(x["grad_output"], x["input"], x["weight"], x["bias"], pad, **kw)[2]
+    return gi, gw, gb
+
+
+def _measure(problem, cell, grads, reference, deterministic, num_threads, rng, dy_scale=None):
+    """Rows (one per gradient) for one cell on one problem, plus ULP samples for the histograms.
+
+    ``dy_scale``: grad_output is multiplied by it before the cast to the input dtype (default: the problem's
+    amax rule, else 1); the metrics then compare the scaled result with the scaled exact value in the output
+    format (so ULPs, underflow and overflow are those of the stored values) and report ``max_abs`` unscaled.
+    """
+    if dy_scale is None:
+        dy_scale = _amax_scale(problem, cell, reference)
+    base = {**problem.context(), **asdict(cell), "dy_scale": dy_scale}
+    x = problem.scaled_inputs(cell.input_dtype, dy_scale)
     rows, samples = [], []
     try:
-        outs = conv_tbc_backward(x["grad_output"], x["input"], x["weight"], x["bias"], problem.shape.pad,
-                                 **cell.kwargs(deterministic, num_threads))
+        outs = _run_cell(x, problem.shape.pad, cell, deterministic, num_threads)
         status, message = 0, ""
     except AclnnError as e:
         outs, status, message = None, e.status, str(e.message)
-    ref = problem.reference(cell.input_dtype, reference)
+    ref = problem.reference(cell.input_dtype, reference, dy_scale)
     for g in grads:
         row = dict(base)
         row.update(grad=g, out_format=cell.out_format(g), reduction_length=problem.shape.reduction_length(g),
@@ -36,6 +83,8 @@ def _measure(problem, cell, grads, reference, deterministic, num_threads, rng):
             samples.append(None)
         else:
             m, ulps = error_metrics(outs[GRADS.index(g)], ref[g], row["out_format"], return_ulps=True)
+            if m["max_abs"] is not None:
+                m["max_abs"] /= dy_scale
             row.update(m)
             if ulps.size > _SAMPLE_MAX:
                 ulps = rng.choice(ulps, _SAMPLE_MAX, replace=False)
@@ -81,3 +130,14 @@ def _check_common(grads, reference, deterministic):
     if deterministic is not None:
         deterministic = _norm_bool("deterministic", deterministic)
     return grads, reference, deterministic
+
+
+def _seeds(seed, repeat, from_file):
+    """The seeds of a study: [seed] or, with ``repeat`` = N > 1, seed .. seed + N - 1."""
+    if isinstance(repeat, bool) or not isinstance(repeat, (int, np.integer)) or not 1 <= repeat <= 1000:
+        raise ValueError(f"repeat: {repeat!r}; expected an integer 1..1000 (the number of seeds)")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: {seed!r}; expected an integer >= 0")
+    if repeat > 1 and from_file:
+        raise ValueError(f"repeat: {repeat}; repeats draw new random data, expected 1 with data from a file")
+    return [int(seed) + i for i in range(int(repeat))]

@@ -1,0 +1,50 @@
+"""docs/studies.md cannot go stale: every generated block is what its workflow prints now, and every figure the
+page shows is produced by docs/make_studies.py."""
+import importlib.util
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _generator():
+    path = os.path.join(ROOT, "docs", "make_studies.py")
+    if not os.path.exists(path):                 # e.g. tests run from an sdist without docs/
+        pytest.skip("docs/make_studies.py is not here")
+    spec = importlib.util.spec_from_file_location("make_studies", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_figure_and_block_of_the_page_has_a_producer():
+    gen = _generator()
+    with open(gen.PAGE) as fh:
+        page = fh.read()
+    assert set(gen.page_blocks(page)) == set(gen.BLOCKS)
+    shown = set(re.findall(r"!\[[^\]]*\]\(img/([^)]+)\)", page))
+    produced = {dst for _, _, figs, _ in gen.BLOCKS.values() for dst in figs.values()}
+    assert shown and shown <= produced, shown - produced
+    # no console block outside the generated ones
+    outside = re.sub(r"<!-- generated: (\w+) -->.*?<!-- end: \1 -->", "", page, flags=re.S)
+    assert "```console" not in outside and "```text" not in outside
+
+
+def test_generated_blocks_match_what_the_workflows_print():
+    gen = _generator()
+    names = [n for n in gen.BLOCKS if n not in gen._TIMED]
+    diffs, skipped = gen.check(names)
+    assert not diffs, "docs/studies.md is stale (run python docs/make_studies.py):\n" + "\n".join(diffs)
+    needs = {m for n in skipped for m in gen.BLOCKS[n][3]}
+    assert all(gen._available(m) is False for m in needs)
+
+
+@pytest.mark.slow
+def test_training_example_block_matches_its_script():
+    gen = _generator()
+    diffs, skipped = gen.check(list(gen._TIMED))
+    if skipped:
+        pytest.skip("needs torch and matplotlib")
+    assert not diffs, "\n".join(diffs)
