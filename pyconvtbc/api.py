@@ -6,47 +6,38 @@
 """
 import os
 import threading
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
 from . import runtime
-from ._kernels._openmp import effective_threads
+from ._kernels._openmp import effective_threads, omp_max_threads
 from ._plan import INLINE_FLOPS, make_plan, run_plan, run_plan_arrays
 from ._validation import NAMES, Invalid, check
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, acl_dtype_of_numpy
 from .enums import ACL_OPT_DETERMINISTIC
 from .profiles import get_profile, resolve_options, settings_key
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
-                     ACLNN_SUCCESS, AclnnError, set_error)
+                     ACLNN_SUCCESS, AclnnError, exc_text, never_raises, safe_repr, set_error)
+from .memory import DevicePtr, is_device_ptr
 from .tensor import aclTensor
 
 PHASE1 = "aclnnConvTbcBackwardGetWorkspaceSize"
 PHASE2 = "aclnnConvTbcBackward"
-MAX_THREADS = 1024  # num_threads / $PYCONVTBC_NUM_THREADS above this are a 161002
 
 
 def _threads(requested):
-    """effective_threads with every bad value (type, range, environment) turned into a ValueError."""
-    import os
-    what = "num_threads"
-    if requested is None and os.environ.get("PYCONVTBC_NUM_THREADS", "").strip():
-        what = "PYCONVTBC_NUM_THREADS"
-        requested = os.environ["PYCONVTBC_NUM_THREADS"].strip()
-        if not requested.isdigit():
-            raise ValueError(f"{what} is {requested!r}; expected an integer in [1, {MAX_THREADS}]")
-        requested = int(requested)
+    """The kernels' thread count for one call (``effective_threads``: the argument, $PYCONVTBC_NUM_THREADS,
+    then OpenMP's count, which $OMP_NUM_THREADS and threadpoolctl drive); a bad value is a ValueError naming it."""
     try:
-        n = effective_threads(requested)
-    except (ValueError, TypeError, OverflowError):
-        raise ValueError(f"{what} is {requested!r}; expected an integer in [1, {MAX_THREADS}]")
-    if n > MAX_THREADS or (requested is not None and requested > MAX_THREADS):
-        raise ValueError(f"{what} is {requested!r}; expected an integer in [1, {MAX_THREADS}]")
-    return n
+        return effective_threads(requested)
+    except (TypeError, OverflowError) as e:  # defensive: effective_threads raises ValueError itself
+        raise ValueError(f"num_threads is not valid ({e})") from None
 
 
 def _internal(fn, e):
     """Last resort: an unexpected exception is a bug; report it as a status, never raise (CANN layer)."""
-    return set_error(ACLNN_ERR_INNER, f"{fn}: internal error ({type(e).__name__}: {e}); this is a pyconvtbc bug, "
+    return set_error(ACLNN_ERR_INNER, f"{fn}: internal error ({exc_text(e)}); this is a pyconvtbc bug, "
                      "please report it")
 
 
@@ -74,7 +65,13 @@ def _snapshot(t):
 
 
 def _is_live_tensor(obj):
-    return isinstance(obj, aclTensor) and not obj.destroyed
+    return isinstance(obj, aclTensor) and not obj.destroyed and obj.problem() is None
+
+
+def _expected_tensor(obj):
+    if isinstance(obj, aclTensor) and not obj.destroyed:
+        return f"a valid tensor descriptor (its fields are not: {obj.problem()})"
+    return "a live tensor descriptor"
 
 
 def _effective_deterministic(profile):
@@ -82,13 +79,16 @@ def _effective_deterministic(profile):
     return profile.deterministic_default if opt is None else bool(opt)
 
 
-def aclnnConvTbcBackwardGetWorkspaceSize(self, input, weight, bias, pad, cube_math_type,
-                                         grad_input, grad_weight, grad_bias):
+@never_raises(ACLNN_ERR_INNER, lambda rc: (rc, 0, None))
+def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weight: aclTensor, bias: aclTensor,
+                                         pad: int, cube_math_type: int, grad_input: aclTensor,
+                                         grad_weight: aclTensor, grad_bias: aclTensor
+                                         ) -> Tuple[int, int, Optional["aclOpExecutor"]]:
     """Phase 1: validate, plan, size the workspace.  Returns (status, workspace_size, executor)."""
     tensors = dict(zip(NAMES, (self, input, weight, bias, grad_input, grad_weight, grad_bias)))
     try:
         profile = get_profile()
-        info = check(tensors, pad, cube_math_type, profile, _is_live_tensor)
+        info = check(tensors, pad, cube_math_type, profile, _is_live_tensor, _expected_tensor)
         options = resolve_options(profile)
         plan = make_plan(info, [tensors[n].data_type for n in ("self", "input", "weight", "gradInput",
                                                                 "gradWeight", "gradBias")],
@@ -103,21 +103,23 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self, input, weight, bias, pad, cube_ma
     return ACLNN_SUCCESS, plan.workspace_size, executor
 
 
-def aclSetAclOpExecutorRepeatable(executor):
+@never_raises(ACLNN_ERR_INNER)
+def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is None")
     if not isinstance(executor, aclOpExecutor) or executor.state != "ready":
-        return set_error(ACLNN_ERR_PARAM_INVALID, f"aclSetAclOpExecutorRepeatable: executor is {executor!r}; "
+        return set_error(ACLNN_ERR_PARAM_INVALID, f"aclSetAclOpExecutorRepeatable: executor is {safe_repr(executor)}; "
                          "expected an executor from phase 1 that has not been used or destroyed")
     executor.repeatable = True
     return ACLNN_SUCCESS
 
 
-def aclDestroyAclOpExecutor(executor):
+@never_raises(ACLNN_ERR_INNER)
+def aclDestroyAclOpExecutor(executor: "aclOpExecutor") -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is None")
     if not isinstance(executor, aclOpExecutor) or executor.state == "destroyed":
-        return set_error(ACLNN_ERR_PARAM_INVALID, f"aclDestroyAclOpExecutor: executor is {executor!r}; "
+        return set_error(ACLNN_ERR_PARAM_INVALID, f"aclDestroyAclOpExecutor: executor is {safe_repr(executor)}; "
                          "expected a live executor")
     with executor._lock:
         executor.state = "destroyed"
@@ -132,7 +134,9 @@ def _memory_problem(tensors):
     return None
 
 
-def aclnnConvTbcBackward(workspace, workspace_size, executor, stream):
+@never_raises(ACLNN_ERR_INNER)
+def aclnnConvTbcBackward(workspace: Optional[DevicePtr], workspace_size: int, executor: "aclOpExecutor",
+                         stream: Optional[runtime.aclrtStream]) -> int:
     """Phase 2: check the workspace and executor, enqueue the work on ``stream``, return at once."""
     try:
         return _phase2(workspace, workspace_size, executor, stream)
@@ -165,20 +169,19 @@ def _phase2(workspace, workspace_size, executor, stream):
     plan = executor.plan
     required = plan.workspace_size
     if isinstance(workspace_size, bool) or not isinstance(workspace_size, (int, np.integer)) or workspace_size < 0:
-        return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {workspace_size!r}; expected a byte count >= 0")
+        return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {safe_repr(workspace_size)}; expected a byte count >= 0")
     if workspace_size > 0 and workspace is None:
         return fail(ACLNN_ERR_PARAM_NULLPTR, f"workspace is None but workspace_size is {workspace_size}; "
                     "expected a device buffer")
     if workspace_size < required:
         return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {workspace_size}; expected at least {required} "
                     "(from phase 1)")
-    from .memory import DevicePtr
-    if required and (not isinstance(workspace, DevicePtr) or workspace.freed or workspace.nbytes < workspace_size):
-        return fail(ACLNN_ERR_PARAM_INVALID, f"workspace is {workspace!r}; expected a live device buffer of at "
-                    f"least workspace_size = {workspace_size} bytes")
+    if required and (not is_device_ptr(workspace) or workspace.freed or workspace.nbytes < workspace_size):
+        return fail(ACLNN_ERR_PARAM_INVALID, f"workspace is {safe_repr(workspace)}; expected a live device buffer "
+                    f"from aclrtMalloc of at least workspace_size = {workspace_size} bytes")
     s = runtime.resolve_stream(stream)
     if s is None:
-        return fail(ACLNN_ERR_PARAM_INVALID, f"stream is {stream!r}; expected a live stream or None (default)")
+        return fail(ACLNN_ERR_PARAM_INVALID, f"stream is {safe_repr(stream)}; expected a live stream or None (default)")
     tensors = executor.tensors
     problem = _memory_problem(tensors)
     if problem:
@@ -217,22 +220,43 @@ def _phase2(workspace, workspace_size, executor, stream):
     try:
         s.enqueue(task, inline_if_idle=plan.flops < INLINE_FLOPS)
     except RuntimeError as e:
-        return fail(ACLNN_ERR_PARAM_INVALID, f"stream {stream!r}: {e}")
+        return fail(ACLNN_ERR_PARAM_INVALID, f"stream {safe_repr(stream)}: {e}")
     return ACLNN_SUCCESS
 
 
 # ---- NumPy layer ---------------------------------------------------------------------------------
 class _ArrayDesc:
     """A NumPy array seen as a descriptor by the validation rules (always a valid view)."""
-    __slots__ = ("array", "shape", "data_type", "format")
+    __slots__ = ("array", "shape", "data_type", "format", "np_dtype", "given")
 
     def __init__(self, array, data_type=None, shape=None):
         if array.size and not array.flags.aligned:
             array = np.array(array)  # a misaligned view (rare: frombuffer at an odd offset): read an aligned copy
         self.array = array
         self.shape = tuple(array.shape) if shape is None else tuple(shape)
-        self.data_type = acl_dtype_of_numpy(array.dtype) if data_type is None else data_type
+        if data_type is None:
+            self.data_type = acl_dtype_of_numpy(array.dtype)
+            self.np_dtype = array.dtype
+        else:
+            self.data_type = data_type
         self.format = int(aclFormat.ACL_FORMAT_ND)
+
+
+def _expected_array(obj):
+    if isinstance(obj, np.ma.MaskedArray):
+        return "a plain NumPy array (a masked array's mask would be ignored: pass np.ma.filled(a, value) or a.data)"
+    return "a NumPy array"
+
+
+def _as_input(a):
+    """What the validation rules see for one array argument: a descriptor, or the object itself when it is
+    not an array the layer accepts (rule 1 then names it).  Masked arrays are refused (their mask would be
+    ignored); other ndarray subclasses (np.matrix, np.memmap, ...) are read as the plain arrays they hold."""
+    if a is None or not isinstance(a, np.ndarray) or isinstance(a, np.ma.MaskedArray):
+        return a
+    if type(a) is not np.ndarray:
+        a = a.view(np.ndarray)
+    return _ArrayDesc(a)
 
 
 _GW_NAMES = {"hifloat8": int(DT.ACL_HIFLOAT8), "float8_e4m3fn": int(DT.ACL_FLOAT8_E4M3FN),
@@ -244,7 +268,13 @@ def _grad_weight_code(value, weight_desc):
     if value is None:
         return weight_desc.data_type if weight_desc is not None else int(DT.ACL_DT_UNDEFINED)
     if isinstance(value, str):
-        return _GW_NAMES.get(value.lower(), value)
+        if value.lower() in _GW_NAMES:
+            return _GW_NAMES[value.lower()]
+        try:  # another dtype name ('float64'): its code, so the message names it
+            code = acl_dtype_of_numpy(np.dtype(value))
+        except Exception:
+            return value
+        return value if code == int(DT.ACL_DT_UNDEFINED) else code
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value)
     if not isinstance(value, bool):
@@ -299,7 +329,8 @@ def _cache_key(grad_output, input, weight, bias, pad, cube, gw_dtype, soc, deter
                bias.shape, bias.dtype, type(pad), pad, type(cube), cube, type(gw_dtype), gw_dtype, type(soc), soc,
                type(deterministic), deterministic, type(num_threads), num_threads,
                tuple(map(type, options)), options, settings_key(),
-               environ.get("PYCONVTBC_SOC_VERSION"), environ.get("PYCONVTBC_NUM_THREADS"))
+               environ.get("PYCONVTBC_SOC_VERSION"), environ.get("PYCONVTBC_NUM_THREADS"),
+               omp_max_threads() if num_threads is None else None)
         hash(key)
     except TypeError:  # unhashable arguments: no caching
         return None
@@ -350,15 +381,16 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
         raise AclnnError(status, f"conv_tbc_backward: {msg}")
 
     arrays = (grad_output, input, weight, bias)
-    descs = {}
-    for n, a in zip(NAMES[:4], arrays):
-        descs[n] = None if a is None else (_ArrayDesc(a) if isinstance(a, np.ndarray) else a)
+    descs = {n: _as_input(a) for n, a in zip(NAMES[:4], arrays)}
     gw_code = _grad_weight_code(grad_weight_dtype, descs["weight"] if isinstance(descs["weight"], _ArrayDesc) else None)
     valid_inputs = all(isinstance(d, _ArrayDesc) for d in descs.values())
     if valid_inputs:
-        descs["gradInput"] = _ArrayDesc(input, descs["input"].data_type)
-        descs["gradWeight"] = _ArrayDesc(weight, gw_code)
-        descs["gradBias"] = _ArrayDesc(bias, descs["bias"].data_type)
+        descs["gradInput"] = _ArrayDesc(descs["input"].array, descs["input"].data_type)
+        descs["gradWeight"] = _ArrayDesc(descs["weight"].array, gw_code)
+        if grad_weight_dtype is not None:
+            descs["gradWeight"].given = grad_weight_dtype
+        descs["gradBias"] = _ArrayDesc(descs["bias"].array, descs["bias"].data_type)
+        descs["gradBias"].np_dtype = descs["bias"].np_dtype
     else:  # rule 1 reports the first missing or non-array input before it looks at outputs
         for n in NAMES[4:]:
             descs[n] = _ArrayDesc(np.empty(0, np.float32))
@@ -367,7 +399,8 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
     except ValueError as e:
         err(ACLNN_ERR_PARAM_INVALID, e)
     try:
-        info = check(descs, pad, cube_math_type, profile, lambda d: isinstance(d, _ArrayDesc), "a NumPy array")
+        info = check(descs, pad, cube_math_type, profile, lambda d: isinstance(d, _ArrayDesc),
+                     _expected_array, numpy=True)
     except Invalid as e:
         err(e.status, e.message)
     try:
@@ -379,7 +412,7 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
     if deterministic is None:
         deterministic = profile.deterministic_default
     elif not isinstance(deterministic, (bool, np.bool_, int)) or deterministic not in (0, 1):
-        err(ACLNN_ERR_PARAM_INVALID, f"deterministic is {deterministic!r}; expected None, True or False")
+        err(ACLNN_ERR_PARAM_INVALID, f"deterministic is {safe_repr(deterministic)}; expected None, True or False")
     codes = [descs[n].data_type for n in ("self", "input", "weight")] + [descs["input"].data_type, gw_code,
                                                                            descs["bias"].data_type]
     plan = make_plan(info, codes, options, threads, bool(deterministic))
