@@ -53,7 +53,7 @@ class aclOpExecutor:
         self._lock = threading.Lock()
 
     @property
-    def workspace_size(self):
+    def workspace_size(self) -> int:
         return self.plan.workspace_size
 
     def __repr__(self):
@@ -300,16 +300,49 @@ class _NotADtype:
 
 
 _ws_cache = threading.local()
+WORKSPACE_KEEP_BYTES = 64 << 20  # per-thread scratch above this is dropped when the call returns
 
 
 def _workspace(nbytes):
-    """A per-thread, grow-only scratch buffer: no large allocation per call."""
+    """The calling thread's scratch buffer of at least ``nbytes`` (reused: no large allocation per call)."""
     buf = getattr(_ws_cache, "buf", None)
     if buf is None or buf.size < nbytes:
+        _ws_cache.buf = None  # drop the old one before allocating the larger one
         buf = np.empty(max(nbytes, 4096), dtype=np.uint8)
         _ws_cache.buf = buf
     return buf
 
+
+def _trim_workspace():
+    buf = getattr(_ws_cache, "buf", None)
+    if buf is not None and buf.size > WORKSPACE_KEEP_BYTES:
+        _ws_cache.buf = None
+
+
+def release_workspace() -> None:
+    """Free the calling thread's NumPy-layer scratch buffer now.
+
+    ``conv_tbc_backward`` keeps at most ``WORKSPACE_KEEP_BYTES`` (64 MiB) of scratch per thread between calls
+    (a larger workspace is freed when the call returns), and a thread's scratch is freed when the thread ends;
+    this frees the rest at once.  The next call allocates again as needed.
+    """
+    _ws_cache.buf = None
+
+
+def memory_limit() -> int:
+    """The most bytes one NumPy-layer call may ask for (workspace plus outputs): this machine's physical memory,
+    ``os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')`` (1 TiB where the OS does not say)."""
+    try:
+        n = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        if n > 0:
+            return int(n)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return 1 << 40
+
+
+def _gib(n):
+    return f"{n} bytes ({n / 2**30:.3g} GiB)"
 
 
 # A plan depends only on what the key below holds, never on the data or the strides; a call that validated
@@ -341,22 +374,93 @@ def _execute(plan, arrays):
     """Allocate the outputs and run the kernels (GIL released inside)."""
     dy, x, w, b = arrays
     codes = plan.dtypes
-    gi = np.empty(x.shape, NUMPY_DTYPE[DT(codes[3])])
-    gw = np.empty(w.shape, NUMPY_DTYPE[DT(codes[4])])
-    gb = np.empty(b.shape, NUMPY_DTYPE[DT(codes[5])])
-    ws = _workspace(plan.workspace_size) if plan.workspace_size else None
-    run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws)
+    dts = [NUMPY_DTYPE[DT(c)] for c in codes[3:]]
+    out_bytes = sum(int(np.prod(a.shape, dtype=object)) * dt.itemsize for a, dt in zip((x, w, b), dts))
+    need, limit = plan.workspace_size + out_bytes, memory_limit()
+
+    def too_large(why):
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc_backward: the problem needs a workspace of "
+                         f"{_gib(plan.workspace_size)} and outputs of {_gib(out_bytes)}; {why}")
+    if need > limit:
+        too_large(f"expected at most {_gib(limit)} in all (this machine's physical memory)")
+    try:
+        gi = np.empty(x.shape, dts[0])
+        gw = np.empty(w.shape, dts[1])
+        gb = np.empty(b.shape, dts[2])
+        ws = _workspace(plan.workspace_size) if plan.workspace_size else None
+    except (MemoryError, ValueError) as e:
+        too_large(f"the allocation failed ({type(e).__name__})")
+    try:
+        run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws)
+    finally:
+        del ws
+        _trim_workspace()
     return gi, gw, gb
 
 
-def conv_tbc_backward(grad_output, input, weight, bias, pad=0, *, cube_math_type=0, grad_weight_dtype=None,
-                      soc=None, deterministic=None, num_threads=None, hf32_rounding=None,
-                      hf32_mantissa_bits=None, hif8_rounding=None, saturate=None):
-    """Gradients of conv_tbc: returns (grad_input, grad_weight, grad_bias) as new C-contiguous arrays.
+def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.ndarray, bias: np.ndarray,
+                      pad: int = 0, *, cube_math_type: int = 0, grad_weight_dtype: Any = None,
+                      soc: Optional[str] = None, deterministic: Optional[bool] = None,
+                      num_threads: Optional[int] = None, hf32_rounding: Optional[str] = None,
+                      hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[str] = None,
+                      saturate: Optional[bool] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients of conv_tbc as the emulated NPU computes them (CANN's aclnnConvTbcBackward).
 
-    grad_output (T_out, B, Cout), input (T_in, B, Cin), weight (K, Cin, Cout), bias (Cout,): NumPy arrays of
-    float32, float16 or bfloat16 with any strides.  Raises AclnnError (status 161001 / 161002) like the
-    CANN layer.  See docs/numpy.md.
+    Parameters
+    ----------
+    grad_output : numpy.ndarray
+        (T_out, B, Cout), the gradient of the forward's output; T_out = T_in + 2*pad - K + 1.
+    input : numpy.ndarray
+        (T_in, B, Cin), the forward's input.
+    weight : numpy.ndarray
+        (K, Cin, Cout), the forward's weight.
+    bias : numpy.ndarray
+        (Cout,), the forward's bias (only its dtype and shape are used).
+        The four arrays are float32, float16 or ``ml_dtypes.bfloat16`` (mixed dtypes are promoted as in PyTorch),
+        with any strides (slices, transposes, negative or zero strides); they are read in place.  Masked arrays
+        are refused; other ndarray subclasses (``np.matrix``, ``np.memmap``) are read as plain arrays.
+    pad : int, optional
+        Zero padding at both ends of the time axis, in [0, 255].  Default 0.
+    cube_math_type : int, optional
+        0 KEEP_DTYPE (default), 1 ALLOW_FP32_DOWN_PRECISION, 2 USE_FP16, 3 USE_HF32: with the operands' dtype and
+        the chip it selects the compute precision (docs/precision.md); an error cell is 161002.
+    grad_weight_dtype : optional
+        grad_weight's dtype: None (weight's dtype, the default), weight's own dtype, ``"hifloat8"`` (uint8
+        HiFloat8 codes; decode with ``hif8_decode``) or ``"float8_e4m3fn"``; names, NumPy dtypes or the
+        matching aclDataType values.
+    soc : str, optional
+        The emulated chip, ``"ascend910b"``, ``"ascend950"`` or ``"ascend910"``.  None: ``get_soc_version()``.
+    deterministic : bool, optional
+        Combine gradWeight's partial sums in a fixed order.  None: the chip's default (on for ascend950).
+    num_threads : int, optional
+        Kernel threads, an integer in [1, 1024].  None: ``$PYCONVTBC_NUM_THREADS``, else OpenMP's count (which
+        ``$OMP_NUM_THREADS`` and ``threadpoolctl.threadpool_limits`` set), else every usable core.
+    hf32_rounding : str, optional
+        HF32 rounding, ``"half_away"`` or ``"nearest_even"``.  None: ``get_emulation_options()``'s.
+    hf32_mantissa_bits : int, optional
+        HF32 explicit mantissa bits, 10 or 11.  None: the chip's (11 on ascend910b, 10 on ascend950).
+    hif8_rounding : str, optional
+        HiFloat8 rounding of grad_weight, ``"ta"`` or ``"hybrid"``.  None: ``get_emulation_options()``'s.
+    saturate : bool, optional
+        Saturate 8-bit grad_weight overflow to the largest finite value (and NaN to 0) instead of inf/NaN.
+        None: ``get_emulation_options()``'s.
+
+    Returns
+    -------
+    grad_input : numpy.ndarray
+        (T_in, B, Cin) in input's dtype, new and C-contiguous.
+    grad_weight : numpy.ndarray
+        (K, Cin, Cout) in ``grad_weight_dtype``, new and C-contiguous.
+    grad_bias : numpy.ndarray
+        (Cout,) in bias's dtype: the sum of grad_output over T_out and B.
+
+    Raises
+    ------
+    AclnnError
+        (a ValueError) with ``.status`` 161001 for a ``None`` array and 161002 for every other bad argument or
+        keyword (the message names it with the caller's names, the value seen and what was expected), and for a
+        problem whose workspace and outputs exceed this machine's physical memory (``memory_limit()``; the
+        message gives the sizes).  See docs/numpy.md and docs/status-codes.md.
     """
     key = _cache_key(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,
                      num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate)
@@ -415,5 +519,9 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
         err(ACLNN_ERR_PARAM_INVALID, f"deterministic is {safe_repr(deterministic)}; expected None, True or False")
     codes = [descs[n].data_type for n in ("self", "input", "weight")] + [descs["input"].data_type, gw_code,
                                                                            descs["bias"].data_type]
-    plan = make_plan(info, codes, options, threads, bool(deterministic))
+    try:
+        plan = make_plan(info, codes, options, threads, bool(deterministic))
+    except (ValueError, OverflowError, MemoryError) as e:  # sizes beyond what the kernels can address
+        err(ACLNN_ERR_PARAM_INVALID, f"the problem is too large to plan (T_in={info['T_in']}, B={info['B']}, "
+            f"Cin={info['Cin']}, Cout={info['Cout']}, K={info['K']}): {exc_text(e)}")
     return plan, tuple(descs[n].array for n in NAMES[:4])

@@ -158,13 +158,13 @@ def malloc(size: int) -> DevicePtr:
     return DevicePtr(alloc, 0, _TOKEN)
 
 
-def free(ptr):
+def free(ptr: DevicePtr) -> None:
     with _live_lock:
         _live.pop(ptr._alloc.id, None)
     ptr._alloc.free()
 
 
-def free_all():
+def free_all() -> None:
     with _live_lock:
         allocs = list(_live.values())
         _live.clear()

@@ -12,7 +12,7 @@ set); ``aclrtCtxSetSysParamOpt`` writes the current device's context, shared by 
 import collections
 import os
 import threading
-from typing import Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
@@ -201,7 +201,7 @@ def aclrtMemcpy(dst: object, dst_max: int, src: object, count: int, kind: int) -
 class aclrtStream:
     """An in-order task queue served by one worker thread."""
 
-    def __init__(self, name="stream"):
+    def __init__(self, name: str = "stream") -> None:
         self.name = name
         self._cv = threading.Condition()
         self._queue = collections.deque()
@@ -211,14 +211,14 @@ class aclrtStream:
         self._thread = None
 
     @property
-    def destroyed(self):
+    def destroyed(self) -> bool:
         return self._destroyed
 
-    def idle(self):
+    def idle(self) -> bool:
         with self._cv:
             return not self._queue and not self._busy
 
-    def enqueue(self, task, inline_if_idle=False):
+    def enqueue(self, task: Callable[[], Optional[tuple]], inline_if_idle: bool = False) -> None:
         """Queue ``task`` (a callable returning (status, message) or None).  With ``inline_if_idle`` a task
         on an idle stream runs at once in the caller's thread (same order, no thread hand-off)."""
         with self._cv:
@@ -260,7 +260,7 @@ class aclrtStream:
                 self._busy = True
             self._run(task)
 
-    def synchronize(self):
+    def synchronize(self) -> Optional[tuple]:
         """Wait until every queued task has run; return and clear the first recorded failure."""
         with self._cv:
             while self._queue or self._busy:

@@ -7,6 +7,7 @@ import functools
 import inspect
 import threading
 from enum import IntEnum
+from typing import Any, Callable, Optional
 
 
 class aclnnStatus(IntEnum):
@@ -34,7 +35,7 @@ globals().update({m.name: m for m in aclError})
 _local = threading.local()
 
 
-def safe_repr(value, limit=120):
+def safe_repr(value: object, limit: int = 120) -> str:
     """``repr(value)`` for a message, never raising (an object whose ``__repr__`` raises, or a huge one)."""
     try:
         text = repr(value)
@@ -50,13 +51,13 @@ def safe_repr(value, limit=120):
     return text
 
 
-def set_error(status, message):
+def set_error(status: int, message: object) -> int:
     """Record ``message`` as the calling thread's most recent error and return ``status``."""
     _local.message = str(message)
     return int(status)
 
 
-def exc_text(e):
+def exc_text(e: BaseException) -> str:
     """``'TypeError: text'`` for an exception, never raising (its text may come from a hostile object)."""
     try:
         return f"{type(e).__name__}: {e}"
@@ -64,7 +65,7 @@ def exc_text(e):
         return type(e).__name__
 
 
-def never_raises(status, failure=lambda rc: rc):
+def never_raises(status: int, failure: Callable[[int], Any] = lambda rc: rc) -> Callable:
     """Decorator for a CANN-layer function: any exception escaping it becomes ``status`` (with a message saying
     it is a pyconvtbc bug) and the call returns ``failure(status)``.  Calls with arguments that do not fit the
     signature still raise TypeError, as for any Python function.  (KeyboardInterrupt is not caught.)"""
@@ -87,7 +88,7 @@ def never_raises(status, failure=lambda rc: rc):
     return deco
 
 
-def aclGetRecentErrMsg():
+def aclGetRecentErrMsg() -> Optional[str]:
     """The message of the most recent failure in this thread, or None if there was none."""
     return getattr(_local, "message", None)
 
@@ -95,7 +96,7 @@ def aclGetRecentErrMsg():
 class AclnnError(ValueError):
     """Raised by the NumPy layer: carries the CANN status code and the same message."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(f"[{int(status)}] {message}")
         self.status = int(status)
         self.message = message

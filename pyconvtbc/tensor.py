@@ -97,21 +97,21 @@ class aclTensor:
 
     # the attributes validation reads (shared with the NumPy layer's descriptors)
     @property
-    def shape(self):
+    def shape(self) -> tuple:
         return self.view_dims
 
     @property
-    def numel(self):
+    def numel(self) -> int:
         n = 1
         for d in self.view_dims:
             n *= d
         return n
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
         return ITEMSIZE.get(self.data_type, 1)
 
-    def extent(self):
+    def extent(self) -> int:
         """Elements from the storage start to one past the view's last element (0 if the view is empty)."""
         if any(d <= 0 for d in self.view_dims):
             return 0
@@ -169,14 +169,14 @@ class aclTensor:
             return "it has no device buffer (tensor_data is None); expected a buffer holding its storage"
         return None
 
-    def byte_span(self):
+    def byte_span(self) -> Optional[tuple]:
         """(allocation id, first byte, one past last byte) of the view, or None if it touches no memory."""
         if self.data is None or self.numel == 0:
             return None
         first = self.data.offset + self.offset * self.itemsize
         return (self.data.allocation_id, first, first + (self.extent() - self.offset) * self.itemsize)
 
-    def is_contiguous(self):
+    def is_contiguous(self) -> bool:
         if self.numel == 0:
             return True  # an empty view has no element to be out of place
         expected = 1
@@ -186,7 +186,7 @@ class aclTensor:
             expected *= d
         return True
 
-    def kernel_operand(self):
+    def kernel_operand(self) -> tuple:
         """(address of element [0,...], byte strides..., dtype) for the kernels.  The memory rules
         must have passed; the caller keeps ``self.data``'s array alive while the kernel runs."""
         base = self.data.array() if self.data is not None and self.numel else None
