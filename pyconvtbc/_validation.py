@@ -48,12 +48,12 @@ def _dtype_seen(desc, numpy):
     if not numpy:
         return f"has data type {dtype_name(desc.data_type)}"
     code = dtype_name(desc.data_type)
-    code = code.split(" ")[0] if not code.startswith("unknown") else "none"
+    acl = "no aclDataType" if code.startswith(("unknown", "DT_UNDEFINED")) else f"aclDataType {code.split(' ')[0]}"
     if hasattr(desc, "given"):
-        return f"is {safe_repr(desc.given)} (aclDataType {code})"
+        return f"is {safe_repr(desc.given)} ({acl})"
     np_dtype = getattr(desc, "np_dtype", None)
     if np_dtype is not None:
-        return f"has dtype {np_dtype} (aclDataType {code})"
+        return f"has dtype {np_dtype} ({acl})"
     return f"has data type {code}"
 
 

@@ -170,6 +170,7 @@ def _phase2(workspace, workspace_size, executor, stream):
     required = plan.workspace_size
     if isinstance(workspace_size, bool) or not isinstance(workspace_size, (int, np.integer)) or workspace_size < 0:
         return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {safe_repr(workspace_size)}; expected a byte count >= 0")
+    workspace_size = int(workspace_size)
     if workspace_size > 0 and workspace is None:
         return fail(ACLNN_ERR_PARAM_NULLPTR, f"workspace is None but workspace_size is {workspace_size}; "
                     "expected a device buffer")

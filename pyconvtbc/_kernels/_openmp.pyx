@@ -43,7 +43,7 @@ def _set_omp_max_threads(int n):
 
 
 def _count(value, what):
-    if isinstance(value, str):
+    if isinstance(value, str) and what == ENV:  # an argument must be an int; only the variable is text
         text = value.strip()
         if not text.isdigit():  # digits only: no sign, no '1.5', no '1e3'
             raise ValueError(f"{what} must be a positive integer, got {value!r} (expected an integer in [1, {MAX_THREADS}])")
