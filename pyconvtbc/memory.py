@@ -145,7 +145,7 @@ class _Forged:
 _FORGED = _Forged()
 
 
-def is_device_ptr(obj) -> bool:
+def is_device_ptr(obj: object) -> bool:
     """True for a genuine device pointer (made by aclrtMalloc or arithmetic on one)."""
     return type(obj) is DevicePtr and obj._genuine
 
@@ -172,7 +172,7 @@ def free_all() -> None:
         a.free()
 
 
-def host_bytes(obj, writable: bool) -> np.ndarray:
+def host_bytes(obj: object, writable: bool) -> np.ndarray:
     """A flat uint8 view of a host buffer (anything with the buffer protocol), or raise ValueError.
 
     The view covers exactly the buffer's bytes in memory order, whatever the object's class: an ndarray

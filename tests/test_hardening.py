@@ -513,3 +513,112 @@ def test_ascend910_bf16_bias_is_rejected_at_grad_bias_in_both_layers():
     assert e.status == INVALID and "grad_bias" in e.message and "bfloat16" in e.message and "ascend910" in e.message
     # fp16 / fp32 bias still fine there
     pc.conv_tbc_backward(dy, x, w, b.astype(np.float16), 1, cube_math_type=1)
+
+
+# ---- torch bridge ------------------------------------------------------------------------------------------
+def _torch_problem(torch, dtype=None):
+    g = torch.Generator().manual_seed(3)
+    dtype = dtype or torch.float32
+    x = torch.randn(7, 2, 3, generator=g).to(dtype).requires_grad_()
+    w = torch.randn(3, 3, 4, generator=g).to(dtype).requires_grad_()
+    b = torch.randn(4, generator=g).to(dtype).requires_grad_()
+    return x, w, b
+
+
+def test_torch_pad_is_checked_at_the_forward_call():
+    torch = pytest.importorskip("torch")
+    from pyconvtbc.torch import ConvTBC, conv_tbc
+    x, w, b = _torch_problem(torch)
+    for pad in (256, -1):
+        with pytest.raises(pc.AclnnError, match=rf"conv_tbc: pad is {pad}; expected an integer in \[0, 255\]") as e:
+            conv_tbc(x, w, b, pad)
+        assert e.value.status == INVALID
+    with pytest.raises(pc.AclnnError, match="pad is 300"):
+        ConvTBC(3, 4, 3, padding=300)(x)
+
+
+def test_torch_float64_is_refused_at_the_forward_call():
+    torch = pytest.importorskip("torch")
+    from pyconvtbc.torch import conv_tbc
+    x, w, b = _torch_problem(torch, torch.float64)
+    with pytest.raises(TypeError, match="input has dtype torch.float64; expected torch.float32"):
+        conv_tbc(x, w, b, 1)
+
+
+def test_torch_double_backward_raises():
+    torch = pytest.importorskip("torch")
+    from pyconvtbc.torch import conv_tbc
+    x, w, b = _torch_problem(torch)
+    gx, = torch.autograd.grad(conv_tbc(x, w, b, 1).sum(), x, create_graph=True)
+    assert gx.requires_grad  # not a silently constant gradient
+    for target in (w, x):
+        with pytest.raises(RuntimeError, match="double backward is not supported"):
+            torch.autograd.grad(gx.sum(), target, allow_unused=True)
+    # first-order gradients with create_graph=True are still the emulated ones
+    plain, = torch.autograd.grad(conv_tbc(x, w, b, 1).sum(), x)
+    assert torch.equal(gx.detach(), plain)
+
+
+def test_torch_any_strides_are_accepted():
+    torch = pytest.importorskip("torch")
+    from pyconvtbc.torch import conv_tbc
+    x, w, b = _torch_problem(torch)
+    xs = x.detach().transpose(0, 1).contiguous().transpose(0, 1).requires_grad_()    # (T, B, C) with B outermost
+    ws = w.detach().permute(2, 1, 0).contiguous().permute(2, 1, 0).requires_grad_()
+    bs = b.detach()[:1].expand(4).clone().requires_grad_()
+    bz = b.detach()[:1].expand(4).requires_grad_()                                      # zero stride
+    assert not xs.is_contiguous() and not ws.is_contiguous() and bz.stride() == (0,)
+    gy = torch.randn(7, 2, 4)
+    y = conv_tbc(xs, ws, bz, 1)
+    y.backward(gy)
+    x2, w2, b2 = (t.detach().clone().requires_grad_() for t in (xs, ws, bs))
+    y2 = conv_tbc(x2, w2, b2, 1)
+    y2.backward(gy)
+    assert torch.equal(y, y2)
+    assert torch.equal(xs.grad, x2.grad) and torch.equal(ws.grad, w2.grad) and torch.equal(bz.grad, b2.grad)
+
+
+# ---- public API: type hints and docstrings -----------------------------------------------------------------
+def _public_functions():
+    import inspect
+    from pyconvtbc import memory, runtime, status, tensor
+    for mod in (api, runtime, tensor, memory, status):
+        for name, obj in vars(mod).items():
+            if name.startswith("_") or not inspect.isfunction(obj) or obj.__module__ != mod.__name__:
+                continue
+            yield f"{mod.__name__}.{name}", obj
+
+
+@pytest.mark.parametrize("name,fn", list(_public_functions()), ids=[n for n, _ in _public_functions()])
+def test_public_functions_have_type_hints(name, fn):
+    import inspect
+    fn = inspect.unwrap(fn)
+    sig = inspect.signature(fn)
+    assert sig.return_annotation is not inspect.Signature.empty, name
+    for p in sig.parameters.values():
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            assert p.annotation is not inspect.Parameter.empty, (name, p.name)
+
+
+def test_conv_tbc_backward_documents_every_keyword():
+    import inspect
+    import pydoc
+    text = pydoc.render_doc(pc.conv_tbc_backward, renderer=pydoc.plaintext)
+    for section in ("Parameters", "Returns", "Raises"):
+        assert f"{section}\n    ---" in text, section
+    for p in inspect.signature(pc.conv_tbc_backward).parameters:
+        assert f"    {p} :" in text, p
+
+
+def test_torch_bridge_docstrings():
+    pytest.importorskip("torch")
+    import inspect
+    from pyconvtbc.torch import ConvTBC, conv_tbc
+    for obj in (conv_tbc, ConvTBC):
+        doc = inspect.getdoc(obj)
+        for section in ("Parameters", "Raises"):
+            assert f"{section}\n---" in doc, (obj, section)
+    assert "Returns\n---" in inspect.getdoc(conv_tbc)
+    for p in ("input", "weight", "bias", "pad"):
+        assert f"{p} :" in inspect.getdoc(conv_tbc)
+    assert inspect.signature(conv_tbc).return_annotation is not inspect.Signature.empty
