@@ -4,6 +4,8 @@
   status-returning, never raising for bad arguments.
 * NumPy layer: ``conv_tbc_backward``, raising ``AclnnError`` with the same status and message.
 """
+import functools
+import math
 import os
 import threading
 from typing import Any, Optional, Tuple
@@ -330,6 +332,7 @@ def release_workspace() -> None:
     _ws_cache.buf = None
 
 
+@functools.lru_cache(maxsize=None)
 def memory_limit() -> int:
     """The most bytes one NumPy-layer call may ask for (workspace plus outputs): this machine's physical memory,
     ``os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')`` (1 TiB where the OS does not say)."""
@@ -376,7 +379,7 @@ def _execute(plan, arrays):
     dy, x, w, b = arrays
     codes = plan.dtypes
     dts = [NUMPY_DTYPE[DT(c)] for c in codes[3:]]
-    out_bytes = sum(int(np.prod(a.shape, dtype=object)) * dt.itemsize for a, dt in zip((x, w, b), dts))
+    out_bytes = sum(math.prod(a.shape) * dt.itemsize for a, dt in zip((x, w, b), dts))
     need, limit = plan.workspace_size + out_bytes, memory_limit()
 
     def too_large(why):
