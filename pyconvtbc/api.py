@@ -18,7 +18,7 @@ from ._plan import INLINE_FLOPS, make_plan, run_plan, run_plan_arrays
 from ._validation import NAMES, Invalid, check
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, acl_dtype_of_numpy
 from .enums import ACL_OPT_DETERMINISTIC
-from .profiles import get_profile, resolve_options, settings_key
+from .profiles import PROFILES, check_option, get_profile, resolve_options, settings_key
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
                      ACLNN_SUCCESS, AclnnError, exc_text, never_raises, safe_repr, set_error)
 from .memory import DevicePtr, is_device_ptr
@@ -302,6 +302,9 @@ class _NotADtype:
             return f"<{type(self.value).__name__}>"
 
 
+_OPTION_EXPECTED = {"hf32_rounding": "None, 'half_away' or 'nearest_even'", "hf32_mantissa_bits": "None, 10 or 11",
+                    "hif8_rounding": "None, 'ta' or 'hybrid'", "saturate": "None, True or False"}
+
 _ws_cache = threading.local()
 WORKSPACE_KEEP_BYTES = 64 << 20  # per-thread scratch above this is dropped when the call returns
 
@@ -369,7 +372,7 @@ def _cache_key(grad_output, input, weight, bias, pad, cube, gw_dtype, soc, deter
                environ.get("PYCONVTBC_SOC_VERSION"), environ.get("PYCONVTBC_NUM_THREADS"),
                omp_max_threads() if num_threads is None else None)
         hash(key)
-    except TypeError:  # unhashable arguments: no caching
+    except Exception:  # unhashable arguments (or a __hash__ that raises): no caching
         return None
     return key
 
@@ -488,9 +491,23 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
     def err(status, msg):
         raise AclnnError(status, f"conv_tbc_backward: {msg}")
 
+    def guarded(name, value, fn, expected):
+        """fn() with any failure an AclnnError 161002 naming ``name`` (a value whose __eq__, __hash__, __repr__
+        or __index__ raises reads as a bad value, never as another exception)."""
+        try:
+            return fn()
+        except ValueError as e:
+            err(ACLNN_ERR_PARAM_INVALID, e)
+        except Exception:
+            err(ACLNN_ERR_PARAM_INVALID, f"{name} is {safe_repr(value)}; expected {expected}")
+
     arrays = (grad_output, input, weight, bias)
     descs = {n: _as_input(a) for n, a in zip(NAMES[:4], arrays)}
-    gw_code = _grad_weight_code(grad_weight_dtype, descs["weight"] if isinstance(descs["weight"], _ArrayDesc) else None)
+    try:
+        gw_code = _grad_weight_code(grad_weight_dtype,
+                                    descs["weight"] if isinstance(descs["weight"], _ArrayDesc) else None)
+    except Exception:  # a value that cannot even be compared: validation names it
+        gw_code = _NotADtype(grad_weight_dtype)
     valid_inputs = all(isinstance(d, _ArrayDesc) for d in descs.values())
     if valid_inputs:
         descs["gradInput"] = _ArrayDesc(descs["input"].array, descs["input"].data_type)
@@ -502,25 +519,29 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
     else:  # rule 1 reports the first missing or non-array input before it looks at outputs
         for n in NAMES[4:]:
             descs[n] = _ArrayDesc(np.empty(0, np.float32))
-    try:
-        profile = get_profile(soc)
-    except ValueError as e:
-        err(ACLNN_ERR_PARAM_INVALID, e)
+    profile = guarded("soc", soc, lambda: get_profile(soc), f"None or one of {sorted(PROFILES)}")
     try:
         info = check(descs, pad, cube_math_type, profile, lambda d: isinstance(d, _ArrayDesc),
                      _expected_array, numpy=True)
     except Invalid as e:
         err(e.status, e.message)
-    try:
-        options = resolve_options(profile, hf32_rounding=hf32_rounding, hf32_mantissa_bits=hf32_mantissa_bits,
-                                  hif8_rounding=hif8_rounding, saturate=saturate)
-        threads = _threads(num_threads)
-    except (ValueError, TypeError) as e:  # TypeError: an unhashable option value
-        err(ACLNN_ERR_PARAM_INVALID, e if isinstance(e, ValueError) else f"an emulation option is not valid ({e})")
-    if deterministic is None:
-        deterministic = profile.deterministic_default
-    elif not isinstance(deterministic, (bool, np.bool_, int)) or deterministic not in (0, 1):
-        err(ACLNN_ERR_PARAM_INVALID, f"deterministic is {safe_repr(deterministic)}; expected None, True or False")
+    except Exception as e:  # pragma: no cover - check() reads values through safe comparisons and reprs
+        err(ACLNN_ERR_PARAM_INVALID, f"an argument could not be read ({exc_text(e)})")
+    overrides = {"hf32_rounding": hf32_rounding, "hf32_mantissa_bits": hf32_mantissa_bits,
+                 "hif8_rounding": hif8_rounding, "saturate": saturate}
+    for name, value in overrides.items():
+        if value is not None:
+            guarded(name, value, lambda: check_option(name, value), _OPTION_EXPECTED[name])
+    options = guarded("an emulation option", None, lambda: resolve_options(profile, **overrides), "valid options")
+    threads = guarded("num_threads", num_threads, lambda: _threads(num_threads), "None or an integer in [1, 1024]")
+
+    def det():
+        if deterministic is None:
+            return profile.deterministic_default
+        if not isinstance(deterministic, (bool, np.bool_, int)) or deterministic not in (0, 1):
+            raise ValueError(f"deterministic is {safe_repr(deterministic)}; expected None, True or False")
+        return bool(deterministic)
+    deterministic = guarded("deterministic", deterministic, det, "None, True or False")
     codes = [descs[n].data_type for n in ("self", "input", "weight")] + [descs["input"].data_type, gw_code,
                                                                            descs["bias"].data_type]
     try:

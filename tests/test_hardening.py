@@ -622,3 +622,27 @@ def test_torch_bridge_docstrings():
     for p in ("input", "weight", "bias", "pad"):
         assert f"{p} :" in inspect.getdoc(conv_tbc)
     assert inspect.signature(conv_tbc).return_annotation is not inspect.Signature.empty
+
+
+# ---- NumPy layer: hostile values in every argument ---------------------------------------------------------
+NP_KEYWORDS = ["pad", "cube_math_type", "grad_weight_dtype", "soc", "deterministic", "num_threads",
+               "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate"]
+NP_CASES = [(a, h) for a in NP_ARGS + NP_KEYWORDS for h in HOSTILE]
+
+
+@pytest.mark.parametrize("arg,hostile", NP_CASES, ids=[f"{a}-{h}" for a, h in NP_CASES])
+def test_numpy_layer_raises_only_aclnn_error_for_any_object(arg, hostile):
+    args, kw = list(make_problem()), {}
+    pad = 1
+    if arg in NP_ARGS:
+        args[NP_ARGS.index(arg)] = HOSTILE[hostile]()
+    elif arg == "pad":
+        pad = HOSTILE[hostile]()
+    else:
+        kw[arg] = HOSTILE[hostile]()
+    try:
+        pc.conv_tbc_backward(*args, pad, **kw)  # an int subclass holding a valid value may pass
+    except pc.AclnnError as e:
+        assert e.status == INVALID
+        if not hostile.startswith("evil_int"):  # an int subclass is a valid int: a later rule may fail instead
+            assert e.message.startswith(f"conv_tbc_backward: {arg} ") or f" {arg} is" in e.message, e.message
