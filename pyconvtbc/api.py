@@ -258,7 +258,7 @@ def _as_input(a):
     if a is None or not isinstance(a, np.ndarray) or isinstance(a, np.ma.MaskedArray):
         return a
     if type(a) is not np.ndarray:
-        a = a.view(np.ndarray)
+        a = np.ndarray.view(a, np.ndarray)  # ndarray's own view: no method the subclass overrides runs
     return _ArrayDesc(a)
 
 

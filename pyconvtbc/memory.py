@@ -182,7 +182,9 @@ def host_bytes(obj: object, writable: bool) -> np.ndarray:
     if isinstance(obj, DevicePtr):
         raise ValueError("expected a host buffer, got a device pointer")
     if isinstance(obj, np.ndarray):  # also dtypes the buffer protocol cannot spell (bfloat16, float8)
-        arr = obj.view(np.ndarray) if type(obj) is not np.ndarray else obj  # np.matrix stays 2-D when reshaped
+        # a subclass is read as the plain array it holds (np.matrix stays 2-D when reshaped; a masked array's mask
+        # means nothing to bytes); ndarray.view itself, so no method the subclass overrides runs
+        arr = np.ndarray.view(obj, np.ndarray) if type(obj) is not np.ndarray else obj
         if arr.dtype.hasobject:
             raise ValueError("the host buffer holds Python objects (dtype object); expected raw data")
         if not arr.flags.c_contiguous:
