@@ -8,6 +8,7 @@ import functools
 import math
 import os
 import threading
+import weakref
 from typing import Any, Optional, Tuple
 
 import numpy as np
@@ -44,26 +45,50 @@ def _internal(fn, e):
 
 
 # ---- executor ------------------------------------------------------------------------------------
-class aclOpExecutor:
-    """What phase 1 captured: the plan and copies of the seven descriptors (not the data)."""
+_executors = weakref.WeakSet()  # every executor phase 1 made: a hand-built one is refused
 
-    def __init__(self, plan, tensors):
-        self.plan = plan
-        self.tensors = tensors      # name -> aclTensor snapshot (shares the DevicePtr, not the data)
+
+class aclOpExecutor:
+    """What phase 1 captured: the plan and the seven descriptors' fields (not the data).
+
+    Only phase 1 makes executors that phase 2 accepts; the plan and the captured fields cannot be changed
+    afterwards (``tensors`` hands out fresh copies), so phase 2 never runs a plan on views it was not made for.
+    """
+    __slots__ = ("_plan", "_fields", "repeatable", "state", "_lock", "__weakref__")
+
+    def __init__(self, plan: Any, tensors: dict) -> None:
+        object.__setattr__(self, "_plan", plan)
+        object.__setattr__(self, "_fields", {n: (t.view_dims, t.data_type, t.strides, t.offset, t.format,
+                                                 t.storage_dims, t.data) for n, t in tensors.items()})
         self.repeatable = False
         self.state = "ready"        # "ready" -> "used" (single use) | "destroyed"
         self._lock = threading.Lock()
 
+    def __setattr__(self, name, value):
+        if name in ("_plan", "_fields"):
+            raise AttributeError(f"aclOpExecutor.{name} is read-only")
+        object.__setattr__(self, name, value)
+
+    @property
+    def plan(self) -> Any:
+        return self._plan
+
+    @property
+    def tensors(self) -> dict:
+        """name -> a fresh aclTensor with the captured fields (sharing the DevicePtr, not the data)."""
+        return {n: aclTensor(*f) for n, f in self._fields.items()}
+
+    @property
+    def genuine(self) -> bool:
+        """True for an executor made by phase 1."""
+        return self in _executors
+
     @property
     def workspace_size(self) -> int:
-        return self.plan.workspace_size
+        return self._plan.workspace_size
 
     def __repr__(self):
         return f"<aclOpExecutor ConvTbcBackward {self.state}{' repeatable' if self.repeatable else ''}>"
-
-
-def _snapshot(t):
-    return aclTensor(t.view_dims, t.data_type, t.strides, t.offset, t.format, t.storage_dims, t.data)
 
 
 def _is_live_tensor(obj):
@@ -95,7 +120,8 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weig
         plan = make_plan(info, [tensors[n].data_type for n in ("self", "input", "weight", "gradInput",
                                                                 "gradWeight", "gradBias")],
                          options, _threads(None), _effective_deterministic(profile))
-        executor = aclOpExecutor(plan, {n: _snapshot(t) for n, t in tensors.items()})
+        executor = aclOpExecutor(plan, tensors)
+        _executors.add(executor)
     except Invalid as e:
         return set_error(e.status, f"{PHASE1}: {e.message}"), 0, None
     except ValueError as e:  # a bad process setting (environment variable, option), or a shape too large
@@ -109,7 +135,7 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weig
 def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is None")
-    if not isinstance(executor, aclOpExecutor) or executor.state != "ready":
+    if not isinstance(executor, aclOpExecutor) or not executor.genuine or executor.state != "ready":
         return set_error(ACLNN_ERR_PARAM_INVALID, f"aclSetAclOpExecutorRepeatable: executor is {safe_repr(executor)}; "
                          "expected an executor from phase 1 that has not been used or destroyed")
     executor.repeatable = True
@@ -120,7 +146,7 @@ def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
 def aclDestroyAclOpExecutor(executor: "aclOpExecutor") -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is None")
-    if not isinstance(executor, aclOpExecutor) or executor.state == "destroyed":
+    if not isinstance(executor, aclOpExecutor) or not executor.genuine or executor.state == "destroyed":
         return set_error(ACLNN_ERR_PARAM_INVALID, f"aclDestroyAclOpExecutor: executor is {safe_repr(executor)}; "
                          "expected a live executor")
     with executor._lock:
@@ -162,6 +188,9 @@ def _phase2(workspace, workspace_size, executor, stream):
         return fail(ACLNN_ERR_PARAM_NULLPTR, "executor is a null pointer (None); expected one from phase 1")
     if not isinstance(executor, aclOpExecutor):
         return fail(ACLNN_ERR_PARAM_INVALID, f"executor is a {type(executor).__name__}; expected an aclOpExecutor")
+    if not executor.genuine:
+        return fail(ACLNN_ERR_PARAM_INVALID, "executor was not made by aclnnConvTbcBackwardGetWorkspaceSize; "
+                    "expected an executor from phase 1", release=False)
     with executor._lock:
         if executor.state != "ready":
             return fail(ACLNN_ERR_PARAM_INVALID, f"executor was already {executor.state}; a single-use executor "

@@ -14,7 +14,7 @@ import pytest
 import pyconvtbc as pc
 from pyconvtbc import api
 from pyconvtbc.memory import DevicePtr
-from conftest import acl_problem, make_problem, phase1
+from conftest import acl_problem, make_problem, phase1, read_back
 
 INVALID, NULLPTR = 161002, 161001
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix on purpose
@@ -648,3 +648,33 @@ def test_numpy_layer_raises_only_aclnn_error_for_any_object(arg, hostile):
         assert e.status == INVALID
         if not hostile.startswith("evil_int"):  # an int subclass is a valid int: a later rule may fail instead
             assert e.message.startswith(f"conv_tbc_backward: {arg} ") or f" {arg} is" in e.message, e.message
+
+
+# ---- executors: only phase 1 makes them, and what it captured cannot change ---------------------------------
+def test_hand_built_executor_is_refused():
+    ws_ptr, ws, real = _executor()
+    fake = pc.aclOpExecutor(real.plan, real.tensors)  # the exported class, built by hand from a real plan
+    assert not fake.genuine and real.genuine
+    assert pc.aclnnConvTbcBackward(ws_ptr, ws, fake, None) == INVALID
+    assert "not made by aclnnConvTbcBackwardGetWorkspaceSize" in pc.aclGetRecentErrMsg()
+    assert pc.aclSetAclOpExecutorRepeatable(fake) == INVALID
+    assert pc.aclDestroyAclOpExecutor(fake) == INVALID
+    assert pc.aclnnConvTbcBackward(ws_ptr, ws, real, None) == 0 and pc.aclrtSynchronizeStream(None) == 0
+
+
+def test_executor_captured_fields_cannot_be_changed():
+    dy, x, w, b = make_problem()
+    t, ptrs = acl_problem(dy, x, w, b)
+    rc, ws, ex = phase1(t)
+    assert rc == 0
+    with pytest.raises(AttributeError):
+        ex._plan = None
+    # a view shrunk after phase 1 (with strides that would reach far past the buffer for the planned shape)
+    ex.tensors["input"].view_dims = (1, 1, 1)
+    ex.tensors["input"].strides = (10 ** 9, 1, 1)
+    t["input"].strides = (10 ** 9, 1, 1)  # the caller's own descriptor changed too: phase 1 copied its fields
+    ws_ptr = _ptr(ws) if ws else None
+    assert pc.aclnnConvTbcBackward(ws_ptr, ws, ex, None) == 0
+    assert pc.aclrtSynchronizeStream(None) == 0, pc.aclGetRecentErrMsg()
+    gi = read_back(ptrs["gradInput"], x.shape, np.float32)  # computed on the views phase 1 captured
+    np.testing.assert_array_equal(gi, pc.conv_tbc_backward(dy, x, w, b, 1)[0])
