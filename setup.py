@@ -85,6 +85,8 @@ def _extensions():
                 [pyx],
                 include_dirs=[numpy.get_include(), os.path.join("pyconvtbc", "_kernels")],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+                # the C headers the kernels include: an edit to one rebuilds the module
+                depends=sorted(glob.glob(os.path.join("pyconvtbc", "_kernels", "*.h"))),
             )
         )
     return cythonize(

@@ -117,7 +117,9 @@ def worker_peak():
     tracemalloc.stop()
     code = {"float32": 0, "float16": 1, "bfloat16": 27}[case.dtype]
     compute = {0: {0: 0, 1: 2, 27: 3}[code], 2: 2, 3: 1 if code == 0 else {1: 2, 27: 3}[code]}.get(case.mode, 0)
-    ws = _conv_tbc.workspace_size(case.shape, compute, (code,) * 6, case.threads, False)
+    from pyconvtbc.profiles import get_profile, get_emulation_options, accumulation_mode
+    mode = (compute, 11, 0, 0, False) + accumulation_mode(get_profile(), compute, get_emulation_options())
+    ws = _conv_tbc.workspace_size(case.shape, mode, (code,) * 6, case.threads)   # the default (cube) plan's
     print(json.dumps({"peak": peak, "workspace": ws}), flush=True)
 
 

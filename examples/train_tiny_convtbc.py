@@ -1,6 +1,9 @@
 """Train a tiny ConvTBC model under four emulated NPU backward modes and plot the loss curves side by side.
 
-    python examples/train_tiny_convtbc.py [--steps 300] [--out docs/img/train_tiny_convtbc.png]
+    python examples/train_tiny_convtbc.py [--steps 300] [--out FILE.png | --doc-figure]
+
+The plot goes to FILE.png, by default to a folder under the system's temporary directory (never a file the
+repository tracks); ``--doc-figure`` regenerates the repository's figure docs/img/train_tiny_convtbc.png.
 
 The forward pass is torch.conv_tbc; the backward pass is pyconvtbc's emulation of aclnnConvTbcBackward in
 one of: KEEP_DTYPE (fp32), USE_HF32, USE_FP16, and KEEP_DTYPE with a HIFLOAT8 gradWeight.  Every run starts
@@ -10,6 +13,7 @@ Needs torch (pip install 'pyconvtbc[torch]'); the plot needs matplotlib ('pyconv
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 import torch
@@ -23,6 +27,8 @@ MODES = {
     "HIFLOAT8 gradWeight": dict(cube_math_type="KEEP_DTYPE", grad_weight_dtype="hifloat8"),
 }
 T, B, CIN, HIDDEN, K = 32, 16, 4, 16, 3
+DEFAULT_OUT = os.path.join(tempfile.gettempdir(), "pyconvtbc-examples", "train_tiny_convtbc.png")
+DOC_FIGURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "img", "train_tiny_convtbc.png")
 
 
 class TinyConvNet(torch.nn.Module):
@@ -103,9 +109,13 @@ def plot(curves, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "img",
-                                                   "train_tiny_convtbc.png"))
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--out", default=DEFAULT_OUT, help=f"the plot's path (default: {DEFAULT_OUT})")
+    where.add_argument("--doc-figure", action="store_true",
+                       help=f"write the documentation's figure, {os.path.relpath(DOC_FIGURE)}")
     a = ap.parse_args(argv)
+    if a.doc_figure:
+        a.out = DOC_FIGURE
     torch.set_num_threads(1)
     xs, ys = make_batches(a.steps)
     curves = {}
@@ -119,7 +129,7 @@ def main(argv=None):
     print(f"total {time.perf_counter() - t0:.1f} s for {len(MODES)} x {a.steps} steps")
     path = plot(curves, a.out)
     if path:
-        print(f"wrote {os.path.relpath(path)}")
+        print(f"wrote {os.path.relpath(os.path.normpath(path))}")
     return 0
 
 

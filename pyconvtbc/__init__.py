@@ -20,7 +20,7 @@ from .runtime import (aclFinalize, aclInit, aclrtCreateStream, aclrtCtxGetSysPar
 from .status import *  # noqa: F401,F403  status codes, AclnnError, aclGetRecentErrMsg
 from .tensor import aclCreateTensor, aclDestroyTensor, aclTensor
 
-__version__ = "0.1.0"
+from ._version import __version__  # set in one place: pyconvtbc/_version.py
 
 KEEP_DTYPE = _enums.CubeMathType.KEEP_DTYPE
 ALLOW_FP32_DOWN_PRECISION = _enums.CubeMathType.ALLOW_FP32_DOWN_PRECISION

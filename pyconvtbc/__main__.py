@@ -1,27 +1,64 @@
-"""Command line: ``python -m pyconvtbc demo`` (the document's example) and ``python -m pyconvtbc study``."""
+"""Command line: ``python -m pyconvtbc demo`` (the document's example) and ``python -m pyconvtbc study``.
+
+Also installed as the ``pyconvtbc`` command.  Exit status: 0 on success (``--help`` and ``--version``
+included), 2 for a usage error (no command, an unknown command or option: the message goes to stderr),
+1 when the demo's CANN calls return an error status, 130 on Ctrl-C.  ``study`` parses its own options
+(``python -m pyconvtbc study --help``) and returns its own status.
+"""
+import argparse
+import os
 import sys
+
+from ._version import __version__
+
+_COMMANDS = {
+    "demo": "run the operator document's example through the CANN layer and the NumPy call",
+    "study": "precision study of the NPU emulation modes (python -m pyconvtbc study --help)",
+}
+
+
+def _prog():
+    name = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "")
+    return "pyconvtbc" if name == "pyconvtbc" else "python -m pyconvtbc"
+
+
+def _parser(prog):
+    p = argparse.ArgumentParser(
+        prog=prog, description="pyconvtbc: CANN's aclnnConvTbcBackward on the CPU, with the NPU's precision "
+                               "paths emulated.")
+    p.add_argument("--version", action="version", version=f"pyconvtbc {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="{demo,study}", title="commands")
+    sub.add_parser("demo", help=_COMMANDS["demo"], description=_COMMANDS["demo"] + ".")
+    sub.add_parser("study", help=_COMMANDS["study"], add_help=False)   # parsed by pyconvtbc.study
+    return p
+
+
+def _run(argv, prog):
+    if argv and argv[0] == "study":          # the study parses its own options (and its own --help)
+        from .study import cli
+        return cli(argv[1:])
+    parser = _parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:                  # --help / --version (0) or a usage error (2, already on stderr)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        print(f"{prog}: error: a command is required: {', '.join(_COMMANDS)} (see {prog} --help)",
+              file=sys.stderr)
+        return 2
+    from ._demo import demo
+    return 0 if demo() == 0 else 1          # a CANN status is no exit code (161002 % 256 == 234)
 
 
 def main(argv=None):
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m pyconvtbc {demo,study} [options]\n"
-              "  demo   run the operator document's example through the CANN layer and the NumPy call\n"
-              "  study  precision study of the NPU emulation modes (python -m pyconvtbc study --help)")
-        return 0
-    cmd, rest = argv[0], argv[1:]
-    if cmd == "demo":
-        from ._demo import demo
-        return demo()
-    if cmd == "study":
-        try:
-            from .study import cli
-        except ImportError as e:  # pragma: no cover - the study module is optional until built
-            print(f"study is not available: {e}", file=sys.stderr)
-            return 2
-        return cli(rest)
-    print(f"unknown command {cmd!r}; expected 'demo' or 'study'", file=sys.stderr)
-    return 2
+    try:
+        return _run(argv, _prog())
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

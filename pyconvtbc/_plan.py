@@ -6,8 +6,12 @@ single place both layers call the kernels from.
 """
 from dataclasses import dataclass
 
+import threading
+
+import numpy as np
+
 from ._kernels import _conv_tbc
-from .profiles import HF32_ROUNDINGS, HIF8_ROUNDINGS
+from .profiles import HF32_ROUNDINGS, HIF8_ROUNDINGS, accumulation_mode
 
 WS_ALIGN = 64  # the kernels get a 64-byte-aligned workspace; phase 1 asks for this much slack
 INLINE_FLOPS = 1 << 21  # below this, work on an idle stream runs in the caller's thread (no hand-off)
@@ -20,11 +24,30 @@ class Plan:
     dtypes: tuple         # aclDataType codes of (self, input, weight, gradInput, gradWeight, gradBias)
     promoted: int
     compute: int
-    mode: tuple           # (compute, hf32_mantissa_bits, hf32_rounding, hif8_rounding, saturate)
+    mode: tuple           # (compute, hf32_mantissa_bits, hf32_rounding, hif8_rounding, saturate, acc, k0, layout)
     num_threads: int
     deterministic: bool
     kernel_workspace: int
     options: tuple        # the emulation options used, for reports: ((name, value), ...)
+    order_seed: object = None   # None: a fresh gradWeight order per call (when the order is not deterministic)
+
+    @property
+    def permutes(self):
+        """Whether the per-item gradWeight chains are added in a per-call order (docs/precision.md)."""
+        acc, _, layout = self.mode[5:]
+        return acc != 0 and layout == 0 and not self.deterministic and self.shape[1] > 1
+
+    def order(self):
+        """The batch order for this execution: None (b order), or a permutation of range(B) drawn now (from
+        order_seed when set, else fresh)."""
+        if not self.permutes:
+            return None
+        if self.order_seed is not None:
+            return np.random.default_rng(self.order_seed).permutation(self.shape[1])
+        rng = getattr(_rng, "gen", None)
+        if rng is None:
+            rng = _rng.gen = np.random.default_rng()
+        return rng.permutation(self.shape[1])
 
     @property
     def workspace_size(self):
@@ -36,14 +59,17 @@ class Plan:
         return 4 * self.T_out * B * Cin * Cout * K
 
 
-def make_plan(info, dtypes, options, num_threads, deterministic):
+_rng = threading.local()   # per-thread generators for the fresh per-call orders
+
+
+def make_plan(info, dtypes, options, num_threads, deterministic, profile):
     shape = (info["T_in"], info["B"], info["Cin"], info["Cout"], info["K"], info["pad"])
     mode = (info["compute"], int(options["hf32_mantissa_bits"]), HF32_ROUNDINGS[options["hf32_rounding"]],
             HIF8_ROUNDINGS[options["hif8_rounding"]], bool(options["saturate"]))
-    ws = int(_conv_tbc.workspace_size(shape, info["compute"], tuple(int(d) for d in dtypes),
-                                      int(num_threads), bool(deterministic)))
+    mode += accumulation_mode(profile, info["compute"], options)
+    ws = int(_conv_tbc.workspace_size(shape, mode, tuple(int(d) for d in dtypes), int(num_threads)))
     return Plan(shape, info["T_out"], tuple(int(d) for d in dtypes), info["promoted"], info["compute"], mode,
-                int(num_threads), bool(deterministic), ws, tuple(sorted(options.items())))
+                int(num_threads), bool(deterministic), ws, tuple(sorted(options.items())), options["order_seed"])
 
 
 def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size):
@@ -58,7 +84,7 @@ def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size):
     else:
         ws_address, ws_size = 0, 0
     _conv_tbc.run(dy, x, w, gi, gw, gb, plan.shape, plan.mode, ws_address, ws_size,
-                  plan.num_threads, plan.deterministic)
+                  plan.num_threads, plan.deterministic, plan.order())
 
 
 def run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws):
@@ -68,4 +94,5 @@ def run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws):
     outputs; ws: a uint8 array of at least plan.workspace_size bytes, or None when that is 0.
     """
     _conv_tbc.run_arrays(dy, x, w, gi, gw, gb, plan.dtypes, plan.shape, plan.mode,
-                         ws if plan.kernel_workspace else None, plan.num_threads, plan.deterministic)
+                         ws if plan.kernel_workspace else None, plan.num_threads, plan.deterministic,
+                         plan.order())

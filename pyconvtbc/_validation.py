@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 2: the operator's checks, in order; the first failure wins.
+"""docs/semantics.md section 2: the operator's checks, in order; the first failure wins.
 
 ``validate`` reads descriptors through three attributes (``shape``, ``data_type``, ``format``), so the
 CANN layer's aclTensor and the NumPy layer's array descriptors share every rule.  Rule 8 (memory)

@@ -119,7 +119,7 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weig
         options = resolve_options(profile)
         plan = make_plan(info, [tensors[n].data_type for n in ("self", "input", "weight", "gradInput",
                                                                 "gradWeight", "gradBias")],
-                         options, _threads(None), _effective_deterministic(profile))
+                         options, _threads(None), _effective_deterministic(profile), profile)
         executor = aclOpExecutor(plan, tensors)
         _executors.add(executor)
     except Invalid as e:
@@ -332,7 +332,9 @@ class _NotADtype:
 
 
 _OPTION_EXPECTED = {"hf32_rounding": "None, 'half_away' or 'nearest_even'", "hf32_mantissa_bits": "None, 10 or 11",
-                    "hif8_rounding": "None, 'ta' or 'hybrid'", "saturate": "None, True or False"}
+                    "hif8_rounding": "None, 'ta' or 'hybrid'", "saturate": "None, True or False",
+                    "accumulation": "None, 'cube', 'cube_wide', 'cube_rz' or 'sequential'",
+                    "block_size": "None or an integer in [1, 64]", "order_seed": "None or an integer >= 0"}
 
 _ws_cache = threading.local()
 WORKSPACE_KEEP_BYTES = 64 << 20  # per-thread scratch above this is dropped when the call returns
@@ -439,7 +441,9 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
                       soc: Optional[str] = None, deterministic: Optional[bool] = None,
                       num_threads: Optional[int] = None, hf32_rounding: Optional[str] = None,
                       hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[str] = None,
-                      saturate: Optional[bool] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      saturate: Optional[bool] = None, accumulation: Optional[str] = None,
+                      block_size: Optional[int] = None, order_seed: Optional[int] = None
+                      ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients of conv_tbc as the emulated NPU computes them (CANN's aclnnConvTbcBackward).
 
     Parameters
@@ -480,6 +484,15 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
     saturate : bool, optional
         Saturate 8-bit grad_weight overflow to the largest finite value (and NaN to 0) instead of inf/NaN.
         None: ``get_emulation_options()``'s.
+    accumulation : str, optional
+        How the fp32 sums are formed: ``"cube"`` (the default: the NPU's blocks of k0 products and chains),
+        ``"cube_wide"``, ``"cube_rz"`` or ``"sequential"`` (one fp32 chain per output).
+        None: ``get_emulation_options()``'s.  See docs/numpy.md.
+    block_size : int, optional
+        Products summed per block, an integer in [1, 64].  None: the compute precision's k0.
+    order_seed : int, optional
+        An integer >= 0 fixing the order in which non-deterministic partial sums are combined, so repeated
+        calls agree.  None: ``get_emulation_options()``'s (by default a fresh order per call, as on the hardware).
 
     Returns
     -------
@@ -499,14 +512,15 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
         message gives the sizes).  See docs/numpy.md and docs/status-codes.md.
     """
     key = _cache_key(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,
-                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate)
+                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation,
+                     block_size, order_seed)
     hit = _plan_cache.get(key) if key is not None else None
     if hit is not None:
         plan, arrays = hit, (grad_output, input, weight, bias)
     else:
         plan, arrays = _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype,
                                         soc, deterministic, num_threads, hf32_rounding, hf32_mantissa_bits,
-                                        hif8_rounding, saturate)
+                                        hif8_rounding, saturate, accumulation, block_size, order_seed)
         if key is not None:
             if len(_plan_cache) >= _PLAN_CACHE_SIZE:
                 _plan_cache.clear()
@@ -515,7 +529,8 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
 
 
 def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,
-                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate):
+                     num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation=None,
+                     block_size=None, order_seed=None):
     """Validate and plan one NumPy call (raising AclnnError); returns the plan and the arrays to read."""
     def err(status, msg):
         raise AclnnError(status, f"conv_tbc_backward: {msg}")
@@ -557,7 +572,8 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
     except Exception as e:  # pragma: no cover - check() reads values through safe comparisons and reprs
         err(ACLNN_ERR_PARAM_INVALID, f"an argument could not be read ({exc_text(e)})")
     overrides = {"hf32_rounding": hf32_rounding, "hf32_mantissa_bits": hf32_mantissa_bits,
-                 "hif8_rounding": hif8_rounding, "saturate": saturate}
+                 "hif8_rounding": hif8_rounding, "saturate": saturate, "accumulation": accumulation,
+                 "block_size": block_size, "order_seed": order_seed}
     for name, value in overrides.items():
         if value is not None:
             guarded(name, value, lambda: check_option(name, value), _OPTION_EXPECTED[name])
@@ -574,7 +590,7 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
     codes = [descs[n].data_type for n in ("self", "input", "weight")] + [descs["input"].data_type, gw_code,
                                                                            descs["bias"].data_type]
     try:
-        plan = make_plan(info, codes, options, threads, bool(deterministic))
+        plan = make_plan(info, codes, options, threads, bool(deterministic), profile)
     except (ValueError, OverflowError, MemoryError) as e:  # sizes beyond what the kernels can address
         err(ACLNN_ERR_PARAM_INVALID, f"the problem is too large to plan (T_in={info['T_in']}, B={info['B']}, "
             f"Cin={info['Cin']}, Cout={info['Cout']}, K={info['K']}): {exc_text(e)}")

@@ -1,4 +1,4 @@
-"""Public codecs for the reduced-precision formats pyconvtbc emulates (API.md section 3).
+"""Public codecs for the reduced-precision formats pyconvtbc emulates (docs/precision.md, "Public codecs").
 
 Every function accepts any array-like of any shape and strides (it is made contiguous internally), returns a
 new C-contiguous array of the same shape, and validates its keyword arguments with a ``ValueError`` that names
@@ -15,7 +15,10 @@ Input conversion (docs/precision.md):
 """
 from __future__ import annotations
 
+from typing import Literal, Optional
+
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 import ml_dtypes
 
@@ -117,14 +120,43 @@ def _run(kernel, src, out_dtype, *args, num_threads=None):
 
 
 # ---- HiFloat8 -------------------------------------------------------------------------------------------
-def hif8_encode(x, *, rounding="ta", saturate=False, num_threads=None):
-    """HiFloat8 codes (uint8, same shape) of ``x``.
+def hif8_encode(x: ArrayLike, *, rounding: Literal["ta", "hybrid"] = "ta", saturate: bool = False,
+                num_threads: Optional[int] = None) -> NDArray[np.uint8]:
+    """Encode values as HiFloat8 codes.
 
-    rounding: ``"ta"`` (nearest, ties away from zero, in the mantissa width of the value's class; default)
-    or ``"hybrid"`` (the HiFloat8 paper's HR, taken literally; not verified on hardware: moves some exactly
-    representable values up, 16.0 -> 20.0).  |x| >= 40960 and +-inf give +-Inf (0x6F/0xEF), or +-32768
-    (0x6E/0xEE) when ``saturate``; NaN gives 0x80, or 0x00 when ``saturate``; -0.0 and underflow give 0x00.
-    float64 input is rounded directly (not via fp32) for ``"ta"``; ``"hybrid"`` uses the fp32 pattern.
+    Parameters
+    ----------
+    x : array_like
+        Real values of any shape and strides: float16, bfloat16, the float8 types, float32, float64,
+        integers or bools.  float64 (and integers) are rounded directly for ``"ta"``, never through float32;
+        ``"hybrid"`` is defined on the float32 bit pattern, so it rounds float64 to float32 (RNE) first.
+    rounding : {"ta", "hybrid"}, optional
+        ``"ta"`` (default): to the nearest HiFloat8 value, ties away from zero, in the mantissa width of the
+        value's class.  ``"hybrid"``: the HiFloat8 paper's HR rule taken literally (not verified on hardware;
+        it moves some exactly representable values up one step, 16.0 -> 20.0).
+    saturate : bool, optional
+        False (default): magnitudes >= 40960 and +-inf give +-Inf (0x6F / 0xEF) and NaN gives 0x80.  True:
+        they give +-32768 (0x6E / 0xEE) and NaN gives 0x00.
+    num_threads : int or None, optional
+        Threads for large arrays: None follows the package default (docs/getting-started.md, "Settings").
+
+    Returns
+    -------
+    numpy.ndarray of uint8
+        A new C-contiguous array of ``x``'s shape holding the codes.  -0.0 and values that round to zero
+        give 0x00 (HiFloat8 has a single zero).
+
+    Raises
+    ------
+    ValueError
+        ``rounding`` or ``saturate`` is not one of the values above, ``num_threads`` is not a valid thread
+        count, or ``x`` is not real numeric (complex, string, object ...); the message names the argument,
+        the value and what was expected.
+
+    Examples
+    --------
+    >>> hif8_encode([1.0, 18.0, -18.0, 1e6]).tolist()     # 18 is a tie between 16 and 20: away from zero
+    [8, 65, 193, 111]
     """
     rnd = _choice("rounding", rounding, HIF8_ROUNDINGS)
     sat = _flag("saturate", saturate)
@@ -133,20 +165,76 @@ def hif8_encode(x, *, rounding="ta", saturate=False, num_threads=None):
     return _run(kernel, src, np.uint8, rnd, sat, num_threads=num_threads)
 
 
-def hif8_decode(codes, *, num_threads=None):
-    """float32 values of HiFloat8 codes (uint8; int8 / en_dtypes.hifloat8 arrays are read as their bytes)."""
+def hif8_decode(codes: ArrayLike, *, num_threads: Optional[int] = None) -> NDArray[np.float32]:
+    """Decode HiFloat8 codes to float32.
+
+    Parameters
+    ----------
+    codes : array_like
+        8-bit codes of any shape: uint8; int8 and ``en_dtypes.hifloat8`` arrays are read as their bytes;
+        other integer arrays must hold values in 0..255.
+    num_threads : int or None, optional
+        Threads for large arrays: None follows the package default.
+
+    Returns
+    -------
+    numpy.ndarray of float32
+        A new C-contiguous array of ``codes``' shape.  Every HiFloat8 value is exact in float32; 0x80 gives
+        NaN and 0x6F / 0xEF give +-inf.
+
+    Raises
+    ------
+    ValueError
+        ``codes`` is not an array of 8-bit codes (another dtype, or integers outside 0..255), or
+        ``num_threads`` is not a valid thread count.
+
+    Examples
+    --------
+    >>> hif8_decode([0x08, 0x41, 0x6E, 0x7E]).tolist()
+    [1.0, 20.0, 32768.0, 3.0517578125e-05]
+    """
     src = _as_codes("codes", codes, ("hifloat8",))
     return _run(_k.hif8_decode, src, np.float32, num_threads=num_threads)
 
 
 # ---- HF32 -----------------------------------------------------------------------------------------------
-def round_to_hf32(x, *, mantissa_bits=11, rounding="half_away", num_threads=None):
-    """``x`` rounded to HF32 (fp32's exponent, ``mantissa_bits`` mantissa bits), as float32.
+def round_to_hf32(x: ArrayLike, *, mantissa_bits: int = 11,
+                  rounding: Literal["half_away", "nearest_even"] = "half_away",
+                  num_threads: Optional[int] = None) -> NDArray[np.float32]:
+    """Round values to HF32 (fp32's sign and exponent, ``mantissa_bits`` explicit mantissa bits).
 
-    rounding ``"half_away"`` (default; Huawei's golden ``((bits >> (22-N)) + 1) >> 1 << (23-N)``, i.e. round
-    half away from zero on the magnitude) or ``"nearest_even"``.  mantissa_bits: 11 (ascend910b) or 10
-    (ascend950); any 1..22 is accepted.  inf stays inf, NaN stays NaN (unchanged), a carry out of the top
-    binade gives inf (FLT_MAX -> inf).  float64 input is first rounded to float32 (RNE).
+    Parameters
+    ----------
+    x : array_like
+        Real values of any shape and strides; float64, integers and bools are first rounded to float32
+        (round to nearest even).
+    mantissa_bits : int, optional
+        11 (default, ascend910b) or 10 (ascend950); any integer in 1..22 is accepted.
+    rounding : {"half_away", "nearest_even"}, optional
+        ``"half_away"`` (default): round half away from zero, Huawei's test golden
+        ``((bits >> (22-N)) + 1) >> 1 << (23-N)`` on the bit pattern.  ``"nearest_even"``: ties to even, the
+        hardware documentation's default.
+    num_threads : int or None, optional
+        Threads for large arrays: None follows the package default.
+
+    Returns
+    -------
+    numpy.ndarray of float32
+        A new C-contiguous array of ``x``'s shape holding the rounded values.  +-inf and NaN are returned
+        unchanged; a carry out of the largest binade gives inf (FLT_MAX -> inf).
+
+    Raises
+    ------
+    ValueError
+        ``mantissa_bits`` is not an integer in 1..22, ``rounding`` is not one of the values above,
+        ``num_threads`` is not a valid thread count, or ``x`` is not real numeric.
+
+    Examples
+    --------
+    >>> round_to_hf32([1 + 2**-12, 1 + 2**-12], mantissa_bits=11).tolist()   # a tie: away from zero
+    [1.00048828125, 1.00048828125]
+    >>> round_to_hf32([1 + 2**-12], rounding="nearest_even").tolist()
+    [1.0]
     """
     n = _mantissa_bits(mantissa_bits)
     rnd = _choice("rounding", rounding, HF32_ROUNDINGS)
@@ -155,7 +243,8 @@ def round_to_hf32(x, *, mantissa_bits=11, rounding="half_away", num_threads=None
 
 
 # ---- FLOAT8_E4M3FN --------------------------------------------------------------------------------------
-def e4m3fn_encode(x, *, saturate=False, num_threads=None):
+def e4m3fn_encode(x: ArrayLike, *, saturate: bool = False,
+                  num_threads: Optional[int] = None) -> NDArray[np.generic]:
     """``x`` as ``ml_dtypes.float8_e4m3fn`` (round to nearest even).
 
     Default: bit for bit what ``x.astype(ml_dtypes.float8_e4m3fn)`` gives on float32 input (|x| in (448, 464]
@@ -167,20 +256,20 @@ def e4m3fn_encode(x, *, saturate=False, num_threads=None):
     return _run(_k.e4m3fn_encode_f32, src, np.uint8, sat, num_threads=num_threads).view(ml_dtypes.float8_e4m3fn)
 
 
-def e4m3fn_decode(codes, *, num_threads=None):
+def e4m3fn_decode(codes: ArrayLike, *, num_threads: Optional[int] = None) -> NDArray[np.float32]:
     """float32 values of FLOAT8_E4M3FN codes (uint8 or ml_dtypes.float8_e4m3fn arrays)."""
     src = _as_codes("codes", codes, ("float8_e4m3fn",))
     return _run(_k.e4m3fn_decode, src, np.float32, num_threads=num_threads)
 
 
 # ---- FP16 / BF16 ----------------------------------------------------------------------------------------
-def round_to_fp16(x, *, num_threads=None):
+def round_to_fp16(x: ArrayLike, *, num_threads: Optional[int] = None) -> NDArray[np.float32]:
     """``x`` rounded to the nearest float16 value (RNE, overflow -> +-inf, subnormals kept), as float32."""
     src = _as_real("x", x, keep_f64=False)
     return _run(_k.round_f16_f32, src, np.float32, num_threads=num_threads)
 
 
-def round_to_bf16(x, *, num_threads=None):
+def round_to_bf16(x: ArrayLike, *, num_threads: Optional[int] = None) -> NDArray[np.float32]:
     """``x`` rounded to the nearest bfloat16 value (RNE), as float32."""
     src = _as_real("x", x, keep_f64=False)
     return _run(_k.round_bf16_f32, src, np.float32, num_threads=num_threads)

@@ -1,4 +1,4 @@
-"""CANN enumerations (values from CANN's headers, SEMANTICS.md section 8).
+"""CANN enumerations (values from CANN's headers; docs/semantics.md, section 10).
 
 Each enumeration is an ``IntEnum``; every member is also exported as a module-level constant
 (``ACL_FLOAT``, ``ACL_FORMAT_ND``, ``KEEP_DTYPE``, ...), as C code spells them.

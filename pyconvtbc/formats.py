@@ -38,7 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class HiF8DotClass:
-    """One row of the HiFloat8 dot-prefix table (HiFloat8 paper, Tables 1-4; SEMANTICS.md section 4).
+    """One row of the HiFloat8 dot-prefix table (HiFloat8 paper, Tables 1-4; docs/precision.md, "HiFloat8").
 
     Code (S = 0) = dot prefix | exponent field (D bits) | mantissa (m bits).  For D >= 1 the first exponent bit
     is the sign of E (1 = negative) and the other D - 1 bits are |E| - 2^(D-1) (an implicit leading 1):

@@ -16,6 +16,13 @@ COMPUTE_NAMES = {COMPUTE_FP32: "FP32", COMPUTE_HF32: "HF32", COMPUTE_FP16: "FP16
 HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}
 HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}
 
+# The cube accumulation model (docs/precision.md, "Accumulation model"): the forms, and the products per cube
+# step (k0) of each compute precision; block_size overrides k0 within BLOCK_SIZE_RANGE.
+ACCUMULATIONS = {"sequential": 0, "cube": 1, "cube_wide": 2, "cube_rz": 3}
+K0 = {COMPUTE_FP32: 8, COMPUTE_HF32: 8, COMPUTE_FP16: 16, COMPUTE_BF16: 16}
+K0_8BIT = 32                 # 8-bit operands (the forward's HiFloat8 inputs)
+BLOCK_SIZE_RANGE = (1, 64)
+
 _F, _H, _B = int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16)
 _ERR = None  # a table cell that is an error (161002)
 
@@ -28,6 +35,11 @@ class SocProfile:
     deterministic_default: bool
     # cube_table[P][cubeMathType] -> compute precision, or None for an error cell
     cube_table: dict = field(repr=False)
+    # how the cube's partial sums are ordered (docs/precision.md, "Accumulation model"): 0 = one gradWeight
+    # chain per batch item, added in b order (or a per-call permutation when not deterministic); 1 = positions
+    # t-outer, segments and pieces combined by a pairwise tree (always deterministic)
+    sum_layout: int = 0
+    always_deterministic: bool = False
 
 
 _TABLE_A2 = {  # ascend910b (Atlas A2/A3) and ascend950
@@ -42,7 +54,7 @@ _TABLE_910 = {  # older Atlas training: no fp32 cube path, no HF32, no BF16 comp
 
 PROFILES = {
     "ascend910b": SocProfile("ascend910b", 11, True, False, _TABLE_A2),
-    "ascend950": SocProfile("ascend950", 10, True, True, _TABLE_A2),
+    "ascend950": SocProfile("ascend950", 10, True, True, _TABLE_A2, sum_layout=1, always_deterministic=True),
     "ascend910": SocProfile("ascend910", 11, False, False, _TABLE_910),
 }
 DEFAULT_SOC = "ascend910b"
@@ -110,7 +122,13 @@ def get_profile(name=None):
 
 # ---- emulation options beyond CANN (API.md section 1) -------------------------------------------
 _DEFAULT_OPTIONS = {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
-                    "hif8_rounding": "ta", "saturate": False}
+                    "hif8_rounding": "ta", "saturate": False,
+                    "accumulation": "cube", "block_size": None, "order_seed": None}
+
+
+def _is_int(v):
+    import numbers
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 _options = dict(_DEFAULT_OPTIONS)
 
 
@@ -129,6 +147,20 @@ def check_option(name, value):
         if not isinstance(value, (bool, int)) or value not in (0, 1):
             raise ValueError(f"saturate is {value!r}; expected True or False")
         value = bool(value)
+    elif name == "accumulation":
+        if not isinstance(value, str) or value not in ACCUMULATIONS:
+            raise ValueError(f"accumulation is {value!r}; expected one of {sorted(ACCUMULATIONS)}")
+    elif name == "block_size":
+        lo, hi = BLOCK_SIZE_RANGE
+        if value is not None and (not _is_int(value) or not lo <= value <= hi):
+            raise ValueError(f"block_size is {value!r}; expected None (k0 of the compute precision) or an "
+                             f"integer in [{lo}, {hi}]")
+        value = None if value is None else int(value)
+    elif name == "order_seed":
+        if value is not None and (not _is_int(value) or value < 0):
+            raise ValueError(f"order_seed is {value!r}; expected None (a fresh order per call) or an integer "
+                             ">= 0")
+        value = None if value is None else int(value)
     else:
         raise ValueError(f"unknown emulation option {name!r}; expected one of {sorted(_DEFAULT_OPTIONS)}")
     return value
@@ -136,7 +168,8 @@ def check_option(name, value):
 
 def set_emulation_options(**kwargs):
     """Set process-wide emulation options (read at phase 1): hf32_rounding, hf32_mantissa_bits,
-    hif8_rounding, saturate.  Unknown names and bad values raise ValueError; nothing is changed then."""
+    hif8_rounding, saturate, accumulation, block_size, order_seed.  Unknown names and bad values raise
+    ValueError; nothing is changed then."""
     checked = {k: check_option(k, v) for k, v in kwargs.items()}
     with _lock:
         _options.update(checked)
@@ -165,3 +198,11 @@ def resolve_options(profile, **overrides):
     if opts["hf32_mantissa_bits"] is None:
         opts["hf32_mantissa_bits"] = profile.hf32_mantissa_bits
     return opts
+
+
+def accumulation_mode(profile, compute, options):
+    """(acc, k0, layout) for the kernels: the accumulation form's code, the block size (block_size, else k0 of
+    the compute precision) and the profile's order of partial sums."""
+    acc = ACCUMULATIONS[options["accumulation"]]
+    k0 = options["block_size"] if options["block_size"] is not None else K0[compute]
+    return acc, int(k0), profile.sum_layout

@@ -2,7 +2,7 @@
 
 A descriptor carries view dims, data type, element strides, element offset, format, storage dims and
 a device buffer (a ``DevicePtr``).  It does not own or copy data: the operator reads the buffer when
-phase 2 runs.  ``memory_problem`` implements SEMANTICS.md section 2 rule 8 for one tensor.
+phase 2 runs.  ``memory_problem`` implements rule 8 of docs/semantics.md section 2 for one tensor.
 """
 
 from typing import Optional, Sequence

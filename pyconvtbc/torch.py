@@ -9,7 +9,8 @@ when it is missing)::
 
 The emulation keywords are those of ``pyconvtbc.conv_tbc_backward``: ``cube_math_type`` (0-3 or a name such
 as ``"USE_HF32"``), ``grad_weight_dtype``, ``soc``, ``deterministic``, ``num_threads``, ``hf32_rounding``,
-``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``.  An 8-bit ``grad_weight_dtype`` (``"hifloat8"``,
+``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``, ``block_size``, ``order_seed``.
+An 8-bit ``grad_weight_dtype`` (``"hifloat8"``,
 ``"float8_e4m3fn"``) is decoded back to the weight's dtype, so ``weight.grad`` holds exactly the values the
 NPU's 8-bit gradWeight represents.  Tensors on another device are computed on the CPU and moved back.
 Tensors of any strides are accepted (the forward reads contiguous copies where torch needs them; the backward
@@ -39,7 +40,8 @@ from .status import ACLNN_ERR_PARAM_INVALID, AclnnError
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
 EMULATION_KEYWORDS = ("cube_math_type", "grad_weight_dtype", "soc", "deterministic", "num_threads",
-                      "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate")
+                      "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate", "accumulation",
+                      "block_size", "order_seed")
 
 
 def _check_emulation(emulation: Dict[str, Any]) -> Dict[str, Any]:
@@ -154,7 +156,8 @@ def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tens
     **emulation
         Keywords of ``pyconvtbc.conv_tbc_backward``: ``cube_math_type`` (0-3 or a name such as
         ``"USE_HF32"``), ``grad_weight_dtype``, ``soc``, ``deterministic``, ``num_threads``, ``hf32_rounding``,
-        ``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``.
+        ``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``, ``block_size``,
+        ``order_seed``.
 
     Returns
     -------

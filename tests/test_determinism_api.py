@@ -127,12 +127,12 @@ def test_default_mode_within_the_fp32_bound_of_deterministic(problems):
             assert np.all(np.abs(g.astype(np.float64) - d) <= 2 * gamma(terms) * a + 1e-30)
 
 
-def test_default_mode_today_uses_the_same_fixed_schedule(problems):
-    """What docs/reliability.md says of this version: the kernels have a single schedule (a fixed reduction
-    tree, docs/performance.md), so the default mode is bitwise thread-count independent too.  If this fails,
-    the kernels gained a faster non-deterministic schedule: update docs/reliability.md "Determinism"."""
+def test_sequential_form_has_one_fixed_schedule(problems):
+    """The "sequential" accumulation form has no pieces to reorder: its non-deterministic mode is bitwise the
+    deterministic one, for every thread count (docs/reliability.md, "Determinism")."""
     for dtype in DTYPES:
         p = problems[dtype]
-        runs = {bits(pc.conv_tbc_backward(*p, PAD, deterministic=False, num_threads=n)) for n in THREADS}
-        runs.add(bits(pc.conv_tbc_backward(*p, PAD, deterministic=True, num_threads=2)))
+        runs = {bits(pc.conv_tbc_backward(*p, PAD, deterministic=False, num_threads=n,
+                                          accumulation="sequential")) for n in THREADS}
+        runs.add(bits(pc.conv_tbc_backward(*p, PAD, deterministic=True, num_threads=2, accumulation="sequential")))
         assert len(runs) == 1, dtype

@@ -628,7 +628,8 @@ def test_torch_bridge_docstrings():
 
 # ---- NumPy layer: hostile values in every argument ---------------------------------------------------------
 NP_KEYWORDS = ["pad", "cube_math_type", "grad_weight_dtype", "soc", "deterministic", "num_threads",
-               "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate"]
+               "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate", "accumulation", "block_size",
+               "order_seed"]
 NP_CASES = [(a, h) for a in NP_ARGS + NP_KEYWORDS for h in HOSTILE]
 
 
@@ -678,3 +679,17 @@ def test_executor_captured_fields_cannot_be_changed():
     assert pc.aclrtSynchronizeStream(None) == 0, pc.aclGetRecentErrMsg()
     gi = read_back(ptrs["gradInput"], x.shape, np.float32)  # computed on the views phase 1 captured
     np.testing.assert_array_equal(gi, pc.conv_tbc_backward(dy, x, w, b, 1)[0])
+
+
+def test_torch_bridge_passes_the_accumulation_keywords():
+    torch = pytest.importorskip("torch")
+    from pyconvtbc.torch import conv_tbc
+    x, w, b = _torch_problem(torch)
+    gy = torch.ones(7, 2, 4)
+    conv_tbc(x, w, b, 1, accumulation="sequential", block_size=4, order_seed=3).backward(gy)
+    gi, gw, gb = pc.conv_tbc_backward(gy.numpy(), x.detach().numpy(), w.detach().numpy(), b.detach().numpy(), 1,
+                                      accumulation="sequential", block_size=4, order_seed=3)
+    np.testing.assert_array_equal(x.grad.numpy(), gi)
+    np.testing.assert_array_equal(w.grad.numpy(), gw)
+    with pytest.raises(pc.AclnnError, match="block_size is 0"):
+        conv_tbc(x, w, b, 1, block_size=0).sum().backward()

@@ -54,7 +54,8 @@ def test_soc_keyword_overrides_process_setting():
 
 def test_emulation_options_round_trip_and_reset():
     assert pc.get_emulation_options() == {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
-                                          "hif8_rounding": "ta", "saturate": False}
+                                          "hif8_rounding": "ta", "saturate": False, "accumulation": "cube",
+                                          "block_size": None, "order_seed": None}
     pc.set_emulation_options(hif8_rounding="hybrid", hf32_mantissa_bits=10)
     assert pc.get_emulation_options()["hif8_rounding"] == "hybrid"
     with pytest.raises(ValueError, match="saturate is 'yes'"):

@@ -60,6 +60,7 @@ static int64_t ct_blk[CT_B_N] = {
 #define CT_GBR 256        /* gb: rows per partial sum (fixed: part of gb's summation order) */
 #define CT_XG 16          /* pack: Xp panels per task */
 #define CT_ALIGN 64
+#define CT_TREE_CHUNK 128  /* gw elements per pairwise-tree task (_conv_cube.h) */
 
 static inline int64_t ct_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ct_max(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -99,7 +100,24 @@ typedef struct {
     int64_t gw_mc, gw_nc;                 /* ci and co per gw task */
     int64_t nthreads_max;                 /* threads the workspace was laid out for (<= compute tasks) */
     int dy_direct, x_direct;              /* DYp / Xp point at the caller's operand itself (ct_plan_direct) */
+    /* accumulation model (_conv_cube.h): form, block size k0, order layout (0 ascend910b/910, 1 ascend950) */
+    int acc, layout;
+    int64_t k0;
+    const int64_t *perm;                  /* layout 0: the order the B per-item chains are added in (NULL: b order) */
+    int64_t gw_pieces, gw_seg, gi_seg;    /* layout 1: gw pieces P, gw / gi segment lengths in blocks (0: none) */
+    int64_t n_gw1;                        /* gw tasks per piece */
+    int64_t gi_tile;                      /* floats of one gi tile in cbuf (two with gi segments) */
+    int64_t off_pcb, n_post;              /* piece sums (P x K*Cin*Cout floats); pairwise-tree tasks */
+    float *pcb;
+    int bmajor;                           /* DYp / Xp rows in b-major order: row b*T + t (layout 0 cube forms) */
+    int64_t gw_ctile_off;                 /* floats from a thread's cbuf to its gw chain tile (cube forms) */
+    /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
+     * the outputs are left partly written.  NULL: never stop. */
+    int (*poll)(void *);
+    void *poll_ctx;
 } ct_plan;
+
+static inline int ct_stop(const ct_plan *P) { return P->poll != NULL && P->poll(P->poll_ctx); }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* plan: sizes, task counts, workspace layout.  Returns 0, or -1 when a size overflows int64.        */
@@ -111,11 +129,17 @@ static int64_t ct_mul_ok(int64_t a, int64_t b, int *ok) {
 }
 
 /* gi_buf / gw_buf: whether gi / gw need fp32 task tiles (else they accumulate in the fp32 output itself) */
+/* acc, k0, layout: the accumulation model (_conv_cube.h; acc 0 = sequential, k0 and layout then unused) */
 static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K,
-                        int64_t pad, int64_t nthreads, int gi_buf, int gw_buf) {
+                        int64_t pad, int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout) {
     int ok = 1;
     memset(P, 0, sizeof(*P));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0 || nthreads < 1) return -1;
+    if (acc < 0 || acc > 3 || (acc != 0 && (k0 < 1 || k0 > 64 || layout < 0 || layout > 1))) return -1;
+    P->acc = acc; P->k0 = k0 > 0 ? k0 : 1; P->layout = layout;
+    /* the per-item gradWeight chains of layout 0 read the rows of one b: keep them contiguous (the t-major rows
+     * of one b are B rows apart: power-of-two strides then alias in L1) */
+    P->bmajor = acc != 0 && layout == 0 && B > 1;
     P->T_in = T_in; P->B = B; P->Cin = Cin; P->Cout = Cout; P->K = K; P->pad = pad;
     P->T_out = T_in + 2 * pad - K + 1;
     if (P->T_out < 0) return -1;
@@ -167,12 +191,30 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     }
     P->n_gw_ib = ct_cdiv(Cin, P->gw_mc);
     P->n_gw_ob = ct_cdiv(Cout, P->gw_nc);
-    P->n_gw = ct_cdiv(K, P->gw_kg) * P->n_gw_ib * P->n_gw_ob;
+    P->n_gw1 = P->n_gw = ct_cdiv(K, P->gw_kg) * P->n_gw_ib * P->n_gw_ob;
+    /* ascend950 (layout 1): pieces when the output has fewer than 32 blocks of 128 co x 256 (ci, k): P = 32 // nb;
+     * gw segments of 65536 positions, gi segments of 32768 reduction elements when K*Cout >= 32768 */
+    if (acc != 0 && layout == 1) {
+        int64_t nb = ct_cdiv(Cout, 128) * ct_cdiv(ct_mul_ok(Cin, K, &ok), 256);
+        P->gw_pieces = (prod && nb > 0 && nb < 32) ? 32 / nb : 1;
+        P->gw_seg = ct_max(1, 65536 / P->k0);
+        if (ct_mul_ok(K, Cout, &ok) >= 32768) P->gi_seg = ct_max(1, 32768 / P->k0);
+    } else {
+        P->gw_pieces = 1;
+    }
+    if (P->gw_pieces > 1) {
+        P->n_gw = P->n_gw1 * P->gw_pieces;
+        P->n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
+    }
     P->n_comp = P->n_gi + P->n_gw;
     P->gi_ld = ct_min(CT_NCI, Cin);
     P->gw_ld = ct_min(P->gw_nc, Cout);
-    int64_t cb = ct_max(gi_buf ? ct_min(CT_MCI, P->RI) * P->gi_ld : 0,
-                        gw_buf ? P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld : 0);
+    P->gi_tile = ct_up(ct_min(CT_MCI, P->RI) * P->gi_ld, CT_ALIGN / 4);
+    /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
+    int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
+    P->gw_ctile_off = gwt;
+    if (acc != 0 && prod) gwt += P->gw_kg * P->gw_mc * P->gw_ld;
+    int64_t cb = ct_max(gi_buf || P->gi_seg || P->bmajor ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
     P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
@@ -185,6 +227,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
     P->off_gbp = o; o += ct_up(ct_mul_ok(P->n_gb_parts, Cout, &ok), CT_ALIGN / 4);
     P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
+    P->off_pcb = o; if (P->gw_pieces > 1 && prod) o += ct_mul_ok(P->gw_pieces, nw, &ok);
     if (!ok || o > INT64_MAX / 8) return -1;
     P->total_floats = o;
     return 0;
@@ -200,7 +243,7 @@ static int ct_src_dense(const ct_src *S, int64_t T, int64_t B, int64_t C) {
     return (C <= 1 || S->s2 == 4) && (B <= 1 || S->s1 == 4 * C) && (T <= 1 || S->s0 == 4 * B * C);
 }
 static void ct_plan_direct(ct_plan *P) {
-    if (P->compute != CT_C_FP32) return;
+    if (P->compute != CT_C_FP32 || P->bmajor) return;
     if (P->DYp && P->nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
         P->DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
         P->dy_direct = 1;
@@ -992,6 +1035,23 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
         ct_gb_partials(P->isa, P->DYp + r0 * wq, r1 - r0, wq, gout, P->Cout);
         return;
     }
+    if (P->DYp && P->bmajor) {
+        /* b-major panel: decode CT_GBR rows at a time (gb's partials are the same chains), round, scatter */
+        float tb[CT_GBR * CT_PO];
+        float *pan = P->DYp + q * P->RO * CT_PO;
+        for (int64_t rr = r0; rr < r1; rr += CT_GBR) {
+            int64_t nr = ct_min(CT_GBR, r1 - rr);
+            for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
+                ct_decode_rows(P, &P->dy, P->Cout, r2, ct_min(CT_RB, rr + nr - r2), co0, wq, tb + (r2 - rr) * wq);
+            ct_gb_partials(P->isa, tb, nr, wq, gout + ((rr - r0) / CT_GBR) * P->Cout, P->Cout);
+            ct_round_row(P->isa, tb, nr * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
+            for (int64_t i = 0; i < nr; i++) {
+                int64_t r = rr + i, t = r / P->B, b = r - t * P->B;
+                memcpy(pan + (b * P->T_out + t) * wq, tb + i * wq, (size_t)wq * 4);
+            }
+        }
+        return;
+    }
     if (P->DYp) {
         /* the panel rows [r0, r1) are contiguous [rows][wq]: decode straight into them, sum, then round */
         float *v = P->DYp + q * P->RO * CT_PO + r0 * wq;
@@ -1018,7 +1078,7 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
     float tmp[CT_RB * CT_XG * CT_PX];
     for (int64_t rr = r0; rr < r1; rr += CT_RB) {
         int64_t nr = ct_min(CT_RB, r1 - rr);
-        if (p1 - p0 == 1) {       /* one panel: its rows [rr, rr+nr) are contiguous [nr][n] */
+        if (p1 - p0 == 1 && !P->bmajor) {   /* one panel: its rows [rr, rr+nr) are contiguous [nr][n] */
             float *v = P->Xp + p0 * P->RI * CT_PX + rr * n;
             ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, v);
             ct_round_row(P->isa, v, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
@@ -1030,7 +1090,13 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
             int64_t wi = ct_min(CT_PX, P->Cin - p * CT_PX);
             float *d = P->Xp + p * P->RI * CT_PX + rr * wi;
             const float *s = tmp + (p - p0) * CT_PX;
-            if (wi == CT_PX) {
+            if (P->bmajor) {      /* row r = t*B + b goes to b*T_in + t */
+                float *pan = P->Xp + p * P->RI * CT_PX;
+                for (int64_t i = 0; i < nr; i++) {
+                    int64_t r = rr + i, t = r / P->B, b = r - t * P->B;
+                    memcpy(pan + (b * P->T_in + t) * wi, s + i * n, (size_t)wi * 4);
+                }
+            } else if (wi == CT_PX) {
                 for (int64_t i = 0; i < nr; i++) memcpy(d + i * CT_PX, s + i * n, CT_PX * 4);
             } else {
                 for (int64_t i = 0; i < nr; i++) memcpy(d + i * wi, s + i * n, (size_t)wi * 4);
@@ -1060,6 +1126,7 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
 }
 
 static void ct_pack_task(const ct_plan *P, int64_t task) {
+    if (ct_stop(P)) return;
     if (task < P->n_pack_dy) { ct_pack_dy(P, task); return; }
     task -= P->n_pack_dy;
     if (task < P->n_pack_x) { ct_pack_x(P, task); return; }
@@ -1172,6 +1239,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
         int64_t lo = CT_GW_A(k0 + G - 1), hi = CT_GW_B(k0);
         for (int64_t q0 = lo; q0 < hi; q0 += CT_KCW) {
             int64_t q1 = ct_min(hi, q0 + CT_KCW);
+            if (ct_stop(P)) return;
             for (int64_t co = C0; co < C1; co += CT_PO) {
                 int64_t wq = ct_min(CT_PO, P->Cout - co);
                 for (int64_t ks = k0; ks < k0 + G; ks += P->gw_nkr) {
@@ -1213,12 +1281,25 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
     }
 }
 
+#include "_conv_cube.h"
+
 /* gw tasks first: they are the fewest and longest (narrow channels: one task, a chain over every row), so a
  * thread starts each of them while the others share the many short gi tasks (the order tasks run in never
  * changes a result: each output element belongs to one task) */
 static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
-    if (task < P->n_gw) ct_gw_task(P, task, cb);
-    else ct_gi_task(P, task - P->n_gw, cb);
+    if (ct_stop(P)) return;
+    if (P->acc == CT_ACC_SEQ) {
+        if (task < P->n_gw) ct_gw_task(P, task, cb);
+        else ct_gi_task(P, task - P->n_gw, cb);
+    } else {
+        if (task < P->n_gw) ct_gwc_task(P, task, cb);
+        else ct_gic_task(P, task - P->n_gw, cb);
+    }
+}
+
+/* after every compute task: the pairwise trees of the gw pieces (layout 1) */
+static void ct_post_task(const ct_plan *P, int64_t task) {
+    if (!ct_stop(P)) ct_tree_task(P, task);
 }
 
 /* gb[co] = sum of the chunk partial sums in chunk order (a tree fixed by the shape alone) */

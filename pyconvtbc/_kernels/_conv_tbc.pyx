@@ -14,6 +14,16 @@ cimport numpy as cnp
 from ._openmp cimport pyconvtbc_omp_barrier
 from libc.stdint cimport int64_t, uintptr_t, uint8_t, uint16_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from cpython.exc cimport PyErr_Fetch, PyErr_Restore
+from cpython.ref cimport PyObject
+
+cdef extern from "Python.h":
+    int _check_py_signals "PyErr_CheckSignals" ()     # without Cython's exception propagation: we keep it
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    pthread_t pthread_self()
+    int pthread_equal(pthread_t a, pthread_t b)
 
 # The scalar codecs (their C bodies must be emitted before _conv_gemm.h, which calls them).
 from ._fpround cimport round_hf32, f32_to_f16_bits, f32_to_bf16_bits, COMPUTE_FP32, COMPUTE_BF16
@@ -39,13 +49,20 @@ cdef extern from "_conv_gemm.h" nogil:
         float *gbp
         float *cbuf
         int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi, n_gw
+        int acc, layout
+        int64_t k0, gw_pieces, gw_seg, gi_seg, n_post, off_pcb
+        const int64_t *perm
+        float *pcb
+        int (*poll)(void *) noexcept nogil
+        void *poll_ctx
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                     int64_t nthreads, int gi_buf, int gw_buf)
+                     int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout)
     int ct_isa_supported()
     void ct_pack_task(const ct_plan *P, int64_t task)
     void ct_comp_task(const ct_plan *P, int64_t task, float *cb)
+    void ct_post_task(const ct_plan *P, int64_t task)
     void ct_finish_gb(const ct_plan *P)
     # test hooks
     void ct_decode_row(int isa, const char *src, int64_t stride, int dt, int64_t n, float *out)
@@ -136,24 +153,47 @@ def _set_isa(name):
     _isa = want
 
 
-cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, int gw_dt) except -1:
+# Accumulation forms (docs/precision.md, "Accumulation model"): the mode tuple's entry 5.
+ACC_SEQUENTIAL, ACC_CUBE, ACC_CUBE_WIDE, ACC_CUBE_RZ = 0, 1, 2, 3
+
+
+def _acc_mode(mode):
+    """(acc, k0, layout) of a mode tuple: 5 entries = the sequential form; 8 = (..., acc, k0, layout)."""
+    if len(mode) == 5:
+        return 0, 1, 0
+    if len(mode) != 8:
+        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate[, acc, k0, "
+                         f"layout]), got {mode!r}")
+    acc, k0, layout = int(mode[5]), int(mode[6]), int(mode[7])
+    if not 0 <= acc <= 3 or not 1 <= k0 <= 64 or layout not in (0, 1):
+        raise ValueError(f"bad accumulation mode (acc, k0, layout) = {(acc, k0, layout)!r}")
+    return acc, k0, layout
+
+
+cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, int gw_dt, int acc=0, int k0=1,
+               int layout=0) except -1:
     if len(shape) != 6:
         raise ValueError(f"shape must be (T_in, B, Cin, Cout, K, pad), got {shape!r}")
     T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
     # fp32 outputs accumulate in place; other dtypes (and gi rounded to FP16/BF16 first) need fp32 tiles
     cdef int gi_buf = gi_dt != 0 or compute == 2 or compute == 3
     cdef int gw_buf = gw_dt != 0
-    if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf) != 0:
+    if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout) != 0:
         raise ValueError(f"invalid or too large shape {tuple(shape)!r}")
     return 0
 
 
-def workspace_size(shape, compute, dtypes, num_threads, deterministic):
-    """Bytes of workspace ``run`` needs for this problem (packed operands, gb partial sums, per-thread tiles)."""
+def workspace_size(shape, compute, dtypes, num_threads, deterministic=None):
+    """Bytes of workspace ``run`` needs for this problem (packed operands, gb partial sums, per-thread tiles,
+    piece sums).  compute: the compute precision (sequential form) or a whole mode tuple (see ``run``)."""
     cdef ct_plan P
     if len(dtypes) != 6:
         raise ValueError(f"dtypes must be (dy, x, w, gi, gw, gb) codes, got {dtypes!r}")
-    _plan(&P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
+    if isinstance(compute, tuple):
+        acc, k0, layout = _acc_mode(compute)
+        _plan(&P, shape, int(num_threads), int(compute[0]), int(dtypes[3]), int(dtypes[4]), acc, k0, layout)
+    else:
+        _plan(&P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
     if P.total_floats == 0:
         return 0
     return int(P.total_floats) * 4 + CT_ALIGN   # + alignment slack
@@ -185,31 +225,42 @@ cdef char *_out(op, str name, tuple allowed, int *dt, Py_ssize_t n) except? NULL
     return <char *><uintptr_t>addr
 
 
-def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, deterministic):
-    """Compute gradInput, gradWeight, gradBias (docs/developer.md).  Releases the GIL for all the work."""
+def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, deterministic=None, perm=None,
+        cancel=None):
+    """Compute gradInput, gradWeight, gradBias (docs/developer.md).  Releases the GIL for all the work.
+
+    mode: (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate) for the sequential form, or with
+    (acc, k0, layout) appended for the accumulation model; perm: None or an int64 array, a permutation of
+    range(B): the order of the per-item gradWeight chains (layout 0); cancel: see ``_run``.  A signal
+    handler's exception (KeyboardInterrupt) stops the call within about POLL_S seconds and is raised.
+    """
     cdef ct_plan P
     if len(gi) != 2 or len(gw) != 2:
         raise ValueError("gi and gw must be (address, dtype)")
     _plan_mode(&P, shape, mode, num_threads, int(gi[1]), int(gw[1]))
+    keep = _set_perm(&P, perm)
     _src(&P.dy, dy, "dy")
     _src(&P.x, x, "x")
     _src(&P.w, w, "w")
     P.gi = _out(gi, "gi", _IN_DTYPES, &P.gi_dt, P.RI * P.Cin)
     P.gw = _out(gw, "gw", _GW_DTYPES, &P.gw_dt, P.K * P.Cin * P.Cout)
     P.gb = _out(gb, "gb", _IN_DTYPES, &P.gb_dt, P.Cout)
-    _run(&P, <uintptr_t>int(ws_ptr), int(ws_size))
+    _run(&P, <uintptr_t>int(ws_ptr), int(ws_size), cancel)
+    del keep
 
 
 def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w not None, cnp.ndarray gi not None,
                cnp.ndarray gw not None, cnp.ndarray gb not None, tuple codes, tuple shape, tuple mode,
-               cnp.ndarray ws, num_threads, deterministic):
+               cnp.ndarray ws, num_threads, deterministic=None, perm=None, cancel=None):
     """``run`` for NumPy arrays (the NumPy layer's per-call path): addresses and strides are read here, in C.
 
     codes: the aclDataType codes of (dy, x, w, gi, gw, gb); the arrays must have the planned shapes.  gi, gw,
-    gb must be C-contiguous.  ws: a uint8 array (or None when the plan needs no workspace).
+    gb must be C-contiguous.  ws: a uint8 array (or None when the plan needs no workspace).  mode, perm: as
+    for ``run``.
     """
     cdef ct_plan P
     _plan_mode(&P, shape, mode, num_threads, int(codes[3]), int(codes[4]))
+    keep = _set_perm(&P, perm)
     _src_array(&P.dy, dy, int(codes[0]), P.T_out, P.B, P.Cout, "dy")
     _src_array(&P.x, x, int(codes[1]), P.T_in, P.B, P.Cin, "x")
     _src_array(&P.w, w, int(codes[2]), P.K, P.Cin, P.Cout, "w")
@@ -217,19 +268,36 @@ def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w no
     P.gw = _out_array(gw, int(codes[4]), _GW_DTYPES, &P.gw_dt, P.K * P.Cin * P.Cout, "gw")
     P.gb = _out_array(gb, int(codes[5]), _IN_DTYPES, &P.gb_dt, P.Cout, "gb")
     if ws is None:
-        _run(&P, 0, 0)
+        _run(&P, 0, 0, cancel)
     else:
-        _run(&P, <uintptr_t>cnp.PyArray_DATA(ws), cnp.PyArray_NBYTES(ws))
+        _run(&P, <uintptr_t>cnp.PyArray_DATA(ws), cnp.PyArray_NBYTES(ws), cancel)
+    del keep
+
+
+cdef object _set_perm(ct_plan *P, perm):
+    """Point P.perm at perm's data (checked: a permutation of range(B)); returns the array to keep alive."""
+    P.perm = NULL
+    if perm is None:
+        return None
+    import numpy as np
+    a = np.ascontiguousarray(perm, dtype=np.int64)
+    if a.ndim != 1 or a.shape[0] != P.B or (P.B and not np.array_equal(np.sort(a), np.arange(P.B))):
+        raise ValueError(f"perm must be a permutation of range({P.B}), got {perm!r}")
+    if P.B:
+        P.perm = <const int64_t *><uintptr_t>a.ctypes.data
+    return a
 
 
 cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, int gi_dt, int gw_dt) except -1:
     cdef Py_ssize_t nt = max(1, int(num_threads))
-    if len(mode) != 5:
-        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate), got {mode!r}")
+    if len(mode) not in (5, 8):
+        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate[, acc, k0, "
+                         f"layout]), got {mode!r}")
     cdef int compute = int(mode[0])
     if compute < COMPUTE_FP32 or compute > COMPUTE_BF16:
         raise ValueError(f"unknown compute precision {compute}")
-    _plan(P, shape, nt, compute, gi_dt, gw_dt)
+    acc, k0, layout = _acc_mode(mode)
+    _plan(P, shape, nt, compute, gi_dt, gw_dt, acc, k0, layout)
     P.compute = compute
     P.hbits = int(mode[1])
     P.hrnd = int(mode[2])
@@ -266,8 +334,61 @@ cdef char *_out_array(cnp.ndarray a, int code, tuple allowed, int *dt, Py_ssize_
     return <char *>cnp.PyArray_DATA(a) if n > 0 else NULL
 
 
-cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
-    """Lay the workspace out, then execute (GIL released).  P holds the sizes, mode, sources and outputs."""
+# ---- interruption ----------------------------------------------------------------------------------------
+# While the kernels run (GIL released), the calling thread polls for signals at task and row-chunk boundaries,
+# at most every POLL_S seconds: a pending KeyboardInterrupt (or any exception a signal handler raises) stops
+# every thread at its next boundary, and is raised when the call returns (outputs partly written).
+POLL_S = 0.05
+cdef double _poll_s = POLL_S
+
+cdef struct _poll_ctx:
+    pthread_t tid
+    double last
+    int cancel
+    const int *flag          # a caller's cancel flag (nonzero: stop), or NULL
+    PyObject *etype
+    PyObject *evalue
+    PyObject *etb
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+cdef int _check_signals(_poll_ctx *c) noexcept with gil:
+    if _check_py_signals() != 0:
+        PyErr_Fetch(&c.etype, &c.evalue, &c.etb)
+        c.cancel = 1
+    return c.cancel
+
+
+cdef int _poll(void *vctx) noexcept nogil:
+    cdef _poll_ctx *c = <_poll_ctx *>vctx
+    cdef double t
+    if c.cancel:
+        return 1
+    if c.flag != NULL and (<volatile const int *>c.flag)[0] != 0:
+        c.cancel = 1
+        return 1
+    if not pthread_equal(pthread_self(), c.tid):     # only the calling thread takes signals
+        return 0
+    t = _now()
+    if t - c.last < _poll_s:
+        return 0
+    c.last = t
+    return _check_signals(c)
+
+
+class Cancelled(RuntimeError):
+    """The call was stopped through its cancel flag (outputs partly written)."""
+
+
+cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
+    """Lay the workspace out, then execute (GIL released).  P holds the sizes, mode, sources and outputs.
+    cancel: None, or a writable int32 array of one element; setting it nonzero (from any thread) stops the
+    call at the next task or row-chunk boundary, which then raises Cancelled."""
     P.isa = _isa
     cdef uintptr_t aligned
     cdef float *fb = NULL
@@ -283,6 +404,7 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
     P.Wp = fb + P.off_wp if (fb != NULL and P.off_gbp > P.off_wp) else NULL
     P.gbp = fb + P.off_gbp if fb != NULL else NULL
     P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
+    P.pcb = fb + P.off_pcb if (fb != NULL and P.gw_pieces > 1) else NULL
     ct_plan_direct(P)                    # single-panel fp32 operands are read in place (no pack pass)
     # work in "lane flops": narrow channels leave vector lanes idle (gi runs along Cin, gw along Cout, 16 lanes),
     # so their time follows the padded counts, not the true flops; plus the packing passes
@@ -293,8 +415,27 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size) except -1:
     cdef int threads = <int>P.nthreads_max
     if work < _par_min:
         threads = 1
+    cdef _poll_ctx ctx
+    ctx.tid = pthread_self()
+    ctx.last = _now()
+    ctx.cancel = 0
+    ctx.etype = ctx.evalue = ctx.etb = NULL
+    ctx.flag = NULL
+    cdef cnp.ndarray flag_arr
+    if cancel is not None:
+        flag_arr = cancel
+        if flag_arr.dtype.num != cnp.NPY_INT32 or flag_arr.size != 1 or not flag_arr.flags.writeable:
+            raise ValueError("cancel must be a writable int32 array of one element")
+        ctx.flag = <const int *>cnp.PyArray_DATA(flag_arr)
+    P.poll = _poll
+    P.poll_ctx = &ctx
     with nogil:
         _execute(P, threads)
+    if ctx.cancel:
+        if ctx.etype != NULL:
+            PyErr_Restore(ctx.etype, ctx.evalue, ctx.etb)
+            return -1
+        raise Cancelled("the call was cancelled through its cancel flag; outputs are partly written")
     return 0
 
 
@@ -303,6 +444,7 @@ cdef void _execute(ct_plan *P, int threads) noexcept nogil:
     cdef Py_ssize_t n_pack = P.n_pack
     cdef Py_ssize_t n_comp = P.n_comp          # compute tasks: gw ones [0, n_gw), then gi ones
     cdef Py_ssize_t c0 = 0
+    cdef Py_ssize_t n_post = P.n_post if _phase_mask & 4 else 0
     if _phase_mask != 7:                 # profiling only
         if not (_phase_mask & 1):
             n_pack = 0
@@ -320,6 +462,8 @@ cdef void _execute(ct_plan *P, int threads) noexcept nogil:
             ct_comp_task(P, i, P.cbuf)
             if i == P.n_gw - 1:
                 _stamp(2)
+        for i in range(n_post):
+            ct_post_task(P, i)
     else:
         with parallel(num_threads=threads):
             for i in prange(n_pack, schedule="dynamic"):
@@ -327,6 +471,9 @@ cdef void _execute(ct_plan *P, int threads) noexcept nogil:
             pyconvtbc_omp_barrier()       # Cython ends a prange inside parallel() with "nowait"
             for i in prange(c0, n_comp, schedule="dynamic"):
                 ct_comp_task(P, i, P.cbuf + threadid() * P.cbuf_stride)
+            pyconvtbc_omp_barrier()
+            for i in prange(n_post, schedule="static"):
+                ct_post_task(P, i)
     _stamp(3)
     if P.Cout > 0:
         ct_finish_gb(P)

@@ -1,4 +1,4 @@
-# Scalar codecs shared by every kernel (docs/developer.md, "Scalar codecs"; SEMANTICS.md sections 3-4).
+# Scalar codecs shared by every kernel (docs/developer.md, "Scalar codecs"; docs/semantics.md, sections 4-5).
 # All are ``cdef inline ... noexcept nogil``; the work is done by C static inline helpers in the verbatim
 # block below (branch-light integer rounding).  Rounding rules and limits: docs/precision.md.
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
@@ -90,7 +90,7 @@ static inline uint16_t pct_f32_to_bf16_bits(float f) {
 }
 static inline float pct_bf16_bits_to_f32(uint16_t h) { return pct_bits_f32((uint32_t)h << 16); }
 
-/* ---- HiFloat8 (SEMANTICS.md section 4) ----
+/* ---- HiFloat8 (docs/semantics.md, section 5; docs/precision.md, "HiFloat8") ----
  * Encode works on the fp32 magnitude bits u, with tables indexed by the fp32 biased exponent b = u >> 23:
  *   PCT_HIF8_RND[b]   = TA increment (low 32 bits) | keep-mask (high 32 bits): r = (u + inc) & mask is the
  *                       exact fp32 pattern of the TA-rounded magnitude.  inc is half a step of the class

@@ -12,7 +12,7 @@ from .choices import _FORMAT_ALIASES
 # Overflow threshold of each output format: (value, inclusive).  A finite exact value at or past it cannot be
 # represented: it rounds to Inf / NaN (or saturates).
 #   IEEE formats: max + half its ulp; max has an odd significand, so the tie rounds (to even) up -> inclusive.
-#   HiFloat8: 40960 = 1.25 * 2^15, ties away from zero -> inclusive (SEMANTICS.md section 4).
+#   HiFloat8: 40960 = 1.25 * 2^15, ties away from zero -> inclusive (docs/semantics.md, section 5).
 #   E4M3FN: 464 = 448 + 16 ties to even 448 (significand 1.110) -> exclusive.
 _OVERFLOW = {
     "float32": (float.fromhex("0x1.fffffep127") + 2.0 ** (127 - 24), True),

@@ -5,7 +5,7 @@ import numpy as np
 
 
 def reference_gradients(grad_output, input, weight, pad=0):
-    """float64 (gradInput, gradWeight, gradBias) of conv_tbc, straight from SEMANTICS.md section 1."""
+    """float64 (gradInput, gradWeight, gradBias) of conv_tbc, straight from the formulas of docs/semantics.md, section 1."""
     dy = np.asarray(grad_output, dtype=np.float64)
     x = np.asarray(input, dtype=np.float64)
     w = np.asarray(weight, dtype=np.float64)

@@ -1,0 +1,518 @@
+/* _conv_cube.h: the cube accumulation model (docs/precision.md, "Accumulation model").
+ *
+ * Included by _conv_gemm.h after its pack/sequential kernels.  The NPU's cube does not add one product at a
+ * time: it adds a BLOCK of up to k0 products per step into an fp32 accumulator, and pieces of a reduction
+ * computed apart are added into the fp32 output afterwards.  The forms (ct_plan.acc):
+ *   CT_ACC_CUBE  block = fp32 FMA chain from +0 (products in order); accumulator = accumulator + block (RNE)
+ *   CT_ACC_WIDE  accumulator = fp32_RNE(float64(accumulator) + p0 + p1 + ...)   (products exact in float64)
+ *   CT_ACC_RZ    as WIDE, the final rounding toward zero
+ * A CHAIN is an accumulator started at +0 that takes the blocks of a range in order.  Chains are added into
+ * their destination (the output, or a piece's sum) with one fp32 addition each.
+ *
+ *   gradWeight[k,ci,co], reduction over positions (t, b):
+ *     ct_plan.layout 0 (ascend910b / ascend910): one chain per batch item b over t (blocks of k0 t's aligned at
+ *       t = 0), the B chains added into the output in the order perm[] (b order when perm is NULL).
+ *     layout 1 (ascend950): positions r = t*B + b; blocks of k0 positions aligned at r = 0; P pieces of whole
+ *       blocks (piece i: blocks [i*nB/P, (i+1)*nB/P)), each piece cut into segments of gw_seg blocks, each
+ *       segment a chain added into the piece's sum; P > 1 pieces combined by a pairwise tree (ct_tree).
+ *   gradInput[t,b,ci], reduction over (k, co): blocks (g, k) = (channel group of k0, tap), g outer, k inner,
+ *     taps whose DY row lies outside the sequence skipped; one chain, or (gi_seg > 0) segments of gi_seg blocks
+ *     chained and added into the output in order.
+ * Positions outside the sequence (padding) contribute nothing (they are skipped, not multiplied by 0).
+ * Each output element is computed by one task in this order, so no result depends on the thread count, the
+ * blocking or the instruction set: the AVX2 "cube" kernels below (used on AVX2 and AVX-512 CPUs) and the
+ * generic ones (portable builds, and the float64 forms) perform the same operations in the same order
+ * (tests/test_accumulation.py checks every path against an independent model).
+ */
+#ifndef PYCONVTBC_CONV_CUBE_H
+#define PYCONVTBC_CONV_CUBE_H
+
+enum { CT_ACC_SEQ = 0, CT_ACC_CUBE = 1, CT_ACC_WIDE = 2, CT_ACC_RZ = 3 };
+
+/* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero */
+static inline float ct_f64_to_f32_rz(double d) {
+    float f = (float)d;
+    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+    return f;
+}
+static inline float ct_wide_round(int form, double d) { return form == CT_ACC_RZ ? ct_f64_to_f32_rz(d) : (float)d; }
+
+/* ------------------------------------------------------------------------------------------------ */
+/* generic (any ISA, every form)                                                                     */
+/* ------------------------------------------------------------------------------------------------ */
+/* gw: a chain over rows q < nr of A[q*lda + i] * B[q*ldb + j]  (i < m <= 8, j < n <= 32); blocks: the first has
+ * `first` rows, then k0 each.  The chain starts at 0, or (Cc != NULL) continues from Cc[i*ldc + j]; it ends with
+ * D[i*ldd + j] += chain (D != NULL), or is saved in Cc to be continued (a chain cut into row chunks). */
+static void ct_gwc_gen(int form, int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc, int64_t ldc,
+                       int cin) {
+    float c[CT_PX * CT_PO], s[CT_PX * CT_PO];
+    double d[CT_PX * CT_PO];
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = cin ? Cc[i * ldc + j] : 0.0f;
+    int64_t p = 0, blen = first;
+    while (p < nr) {
+        int64_t e1 = ct_min(nr, p + blen);
+        if (form == CT_ACC_CUBE) {
+            for (int64_t e = 0; e < m * CT_PO; e++) s[e] = 0.0f;
+            for (int64_t q = p; q < e1; q++)
+                for (int64_t i = 0; i < m; i++) {
+                    float a = A[q * lda + i];
+                    for (int64_t j = 0; j < n; j++) s[i * CT_PO + j] = fmaf(a, B[q * ldb + j], s[i * CT_PO + j]);
+                }
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = c[i * CT_PO + j] + s[i * CT_PO + j];
+        } else {
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) d[i * CT_PO + j] = (double)c[i * CT_PO + j];
+            for (int64_t q = p; q < e1; q++)
+                for (int64_t i = 0; i < m; i++) {
+                    double a = (double)A[q * lda + i];
+                    for (int64_t j = 0; j < n; j++) d[i * CT_PO + j] = d[i * CT_PO + j] + a * (double)B[q * ldb + j];
+                }
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = ct_wide_round(form, d[i * CT_PO + j]);
+        }
+        p = e1;
+        blen = k0;
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            if (D) D[i * ldd + j] = D[i * ldd + j] + c[i * CT_PO + j];
+            else Cc[i * ldc + j] = c[i * CT_PO + j];
+        }
+}
+
+/* gi: the chain values C[i*ldc + j] (i < m rows, j < n <= 32 ci) continue with the blocks jb in [jb0, jb1)
+ * (g = jb / K, tap kk = jb % K): block = sum over co in [g*k0, min(Cout, g*k0 + k0)) of
+ * DY(row0 + i + kk*dk, co) * Bp[kk*bk + co*n + j].  The caller guarantees every row is valid for every tap. */
+static void ct_gic_gen(int form, int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t dk,
+                       int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout, const float *Bp, int64_t bk,
+                       float *C, int64_t ldc) {
+    for (int64_t i = 0; i < m; i++) {
+        float s[CT_PO];
+        double d[CT_PO];
+        float *c = C + i * ldc;
+        for (int64_t jb = jb0; jb < jb1; jb++) {
+            int64_t g = jb / K, kk = jb % K, row = row0 + i + kk * dk;
+            int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
+            const float *Bk = Bp + kk * bk;
+            if (form == CT_ACC_CUBE) for (int64_t j = 0; j < n; j++) s[j] = 0.0f;
+            else for (int64_t j = 0; j < n; j++) d[j] = (double)c[j];
+            for (int64_t co = lo; co < hi; co++) {
+                int64_t q = co / CT_PO, wq = ct_min(CT_PO, Cout - q * CT_PO);
+                float a = DYp[q * RO * CT_PO + row * wq + (co - q * CT_PO)];
+                const float *b = Bk + co * n;
+                if (form == CT_ACC_CUBE) for (int64_t j = 0; j < n; j++) s[j] = fmaf(a, b[j], s[j]);
+                else for (int64_t j = 0; j < n; j++) d[j] = d[j] + (double)a * (double)b[j];
+            }
+            if (form == CT_ACC_CUBE) for (int64_t j = 0; j < n; j++) c[j] = c[j] + s[j];
+            else for (int64_t j = 0; j < n; j++) c[j] = ct_wide_round(form, d[j]);
+        }
+    }
+}
+
+#if CT_X86
+/* ------------------------------------------------------------------------------------------------ */
+/* AVX2 + FMA, form CT_ACC_CUBE (also used on AVX-512 CPUs): block sums in registers, chains in memory   */
+/* ------------------------------------------------------------------------------------------------ */
+/* loads / stores of the first n (0..8) lanes; plain ones when all 8 are wanted (AMD's masked stores are slow,
+ * and a masked store followed by a load of the same line stalls) */
+CT_I256 __m256 ct_ld8(const float *p, int64_t n, __m256i m) {
+    return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+CT_I256 void ct_st8(float *p, int64_t n, __m256i m, __m256 v) {
+    if (n >= 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, m, v);
+}
+
+/* gw: M (<= 6) ci x NV*8 (<= 16) co; block sums s and chains c in registers (the compiler spills the chains,
+ * touched once per block, when it must). */
+CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
+                             int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                             int64_t ldc, int cin) {
+    __m256 s[6][2], c[6][2];
+    __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        c[i][0] = cin ? ct_ld8(Cc + i * ldc, n, m0) : _mm256_setzero_ps();
+        if (NV == 2) c[i][1] = cin ? ct_ld8(Cc + i * ldc + 8, n - 8, m1) : _mm256_setzero_ps();
+    }
+    int64_t p = 0, blen = first;
+    while (p < nr) {
+        int64_t e1 = ct_min(nr, p + blen);
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+            s[i][0] = _mm256_setzero_ps();
+            if (NV == 2) s[i][1] = _mm256_setzero_ps();
+        }
+        const float *Aq = A + p * lda, *Bq = B + p * ldb;
+        for (int64_t q = p; q < e1; q++) {
+            __m256 b0 = ct_ld8(Bq, n, m0), b1 = _mm256_setzero_ps();
+            if (NV == 2) b1 = ct_ld8(Bq + 8, n - 8, m1);
+            _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+                __m256 av = _mm256_broadcast_ss(Aq + i);
+                s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
+                if (NV == 2) s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
+            }
+            Aq += lda;
+            Bq += ldb;
+        }
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+            c[i][0] = _mm256_add_ps(c[i][0], s[i][0]);
+            if (NV == 2) c[i][1] = _mm256_add_ps(c[i][1], s[i][1]);
+        }
+        p = e1;
+        blen = k0;
+    }
+    if (!D) {
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+            ct_st8(Cc + i * ldc, n, m0, c[i][0]);
+            if (NV == 2) ct_st8(Cc + i * ldc + 8, n - 8, m1, c[i][1]);
+        }
+        return;
+    }
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        ct_st8(D + i * ldd, n, m0, _mm256_add_ps(ct_ld8(D + i * ldd, n, m0), c[i][0]));
+        if (NV == 2)
+            ct_st8(D + i * ldd + 8, n - 8, m1, _mm256_add_ps(ct_ld8(D + i * ldd + 8, n - 8, m1), c[i][1]));
+    }
+}
+
+#define CT_GWC256(MM) \
+    case MM: { if (nv == 2) ct_gwc_body_256(MM, 2, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin); \
+               else ct_gwc_body_256(MM, 1, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin); } break;
+
+static CT_T256 void ct_gwc_ukr_256(int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
+                                   int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                                   int64_t ldc, int cin) {
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {       /* 4 ci x 16 co per pass: 8 independent chains */
+        const float *Ai = A + i0;
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {
+            int64_t nn = ct_min(16, n - j0);
+            int nv = nn > 8 ? 2 : 1;
+            const float *Bj = B + j0;
+            float *Di = D ? D + i0 * ldd + j0 : NULL, *Ci = Cc ? Cc + i0 * ldc + j0 : NULL;
+            switch (ct_min(4, m - i0)) {
+                CT_GWC256(1) CT_GWC256(2) CT_GWC256(3) CT_GWC256(4)
+                default: break;
+            }
+        }
+    }
+}
+
+/* gi: M (<= 6) rows x NV*8 (<= 16) ci; the chains are copied from the tile C into an L1 tile (cm), take one
+ * load/add/store per block there, and go back to C at the end. */
+CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
+                             int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
+                             const float *Bp, int64_t ldb, int64_t bk, float *C, int64_t ldc) {
+    __m256 s[6][2], c[6][2];
+    __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        c[i][0] = ct_ld8(C + i * ldc, n, m0);
+        if (NV == 2) c[i][1] = ct_ld8(C + i * ldc + 8, n - 8, m1);
+    }
+    int64_t g = jb0 / K, kk = jb0 % K;
+    for (int64_t jb = jb0; jb < jb1; jb++) {
+        int64_t lo = g * k0, hi = ct_min(Cout, lo + k0), row = row0 + kk * dk;
+        const float *Bb = Bp + kk * bk + lo * ldb;
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+            s[i][0] = _mm256_setzero_ps();
+            if (NV == 2) s[i][1] = _mm256_setzero_ps();
+        }
+        int64_t co = lo;
+        while (co < hi) {   /* the group's channels, split where they cross a DY panel */
+            int64_t q = co / CT_PO, qb = q * CT_PO, wq = ct_min(CT_PO, Cout - qb);
+            int64_t cend = ct_min(hi, qb + wq);
+            const float *Ar = DYp + q * RO * CT_PO + row * wq + (co - qb);
+            for (int64_t l = 0; l < cend - co; l++) {
+                __m256 b0 = ct_ld8(Bb, n, m0), b1 = _mm256_setzero_ps();
+                if (NV == 2) b1 = ct_ld8(Bb + 8, n - 8, m1);
+                _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+                    __m256 av = _mm256_broadcast_ss(Ar + i * wq + l);
+                    s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
+                    if (NV == 2) s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
+                }
+                Bb += ldb;
+            }
+            co = cend;
+        }
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+            c[i][0] = _mm256_add_ps(c[i][0], s[i][0]);
+            if (NV == 2) c[i][1] = _mm256_add_ps(c[i][1], s[i][1]);
+        }
+        if (++kk == K) { kk = 0; g++; }
+    }
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        ct_st8(C + i * ldc, n, m0, c[i][0]);
+        if (NV == 2) ct_st8(C + i * ldc + 8, n - 8, m1, c[i][1]);
+    }
+}
+
+#define CT_GIC256(MM) \
+    case MM: { if (nv == 2) ct_gic_body_256(MM, 2, nn, DYp, RO, row0, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, bk, \
+                                            C + j0, ldc); \
+               else ct_gic_body_256(MM, 1, nn, DYp, RO, row0, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, bk, \
+                                    C + j0, ldc); } break;
+
+static CT_T256 void ct_gic_ukr_256(int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t dk,
+                                   int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout, const float *Bp,
+                                   int64_t bk, float *C, int64_t ldc) {
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        int64_t nn = ct_min(16, n - j0);
+        int nv = nn > 8 ? 2 : 1;
+        switch (m) {
+            CT_GIC256(1) CT_GIC256(2) CT_GIC256(3) CT_GIC256(4) CT_GIC256(5) CT_GIC256(6)
+            default: break;
+        }
+    }
+}
+#endif /* CT_X86 */
+
+/* ------------------------------------------------------------------------------------------------ */
+/* dispatch                                                                                         */
+/* ------------------------------------------------------------------------------------------------ */
+static inline void ct_gwc_ukr(const ct_plan *P, int64_t m, int64_t n, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, int64_t nr, int64_t first, float *D, int64_t ldd, float *Cc, int64_t ldc,
+                              int cin) {
+#if CT_X86
+    if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
+        ct_gwc_ukr_256(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
+        return;
+    }
+#endif
+    ct_gwc_gen(P->acc, m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
+}
+
+/* gi rows per micro-tile of the cube kernels, for a panel of n ci */
+static inline int64_t ct_gic_mr(int isa, int acc, int64_t n) {
+    (void)n;
+    return (isa != CT_ISA_PORTABLE && acc == CT_ACC_CUBE) ? 6 : 8;
+}
+
+/* gi blocks [jb0, jb1) for m rows whose DY row for tap 0 is row0 (and row0 + i for row i), tap k at row0 + k*dk */
+static inline void ct_gic_ukr(const ct_plan *P, int64_t m, int64_t n, int64_t row0, int64_t dk, int64_t jb0,
+                              int64_t jb1, const float *Bp, float *C, int64_t ldc) {
+#if CT_X86
+    if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
+        ct_gic_ukr_256(m, n, P->DYp, P->RO, row0, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout, C, ldc);
+        return;
+    }
+#endif
+    ct_gic_gen(P->acc, m, n, P->DYp, P->RO, row0, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout, C, ldc);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* tasks                                                                                            */
+/* ------------------------------------------------------------------------------------------------ */
+static inline void ct_tile_zero(float *t, int64_t rows, int64_t cols, int64_t ld) {
+    if (cols == ld) memset(t, 0, (size_t)(rows * ld) * 4);
+    else for (int64_t r = 0; r < rows; r++) memset(t + r * ld, 0, (size_t)cols * 4);
+}
+static inline void ct_tile_add(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < cols; j++) dst[r * ldd + j] = dst[r * ldd + j] + src[r * lds + j];
+}
+
+/* gi task (cube model): rows [R0, R1) x ci [J0, J1).  Rows are r = t*B + b, or u = b*T_in + t when the panels
+ * are b-major.  cb: the task's fp32 tile(s) in the thread's buffer. */
+static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
+    int64_t rb = task / P->n_gi_jb, jbk = task % P->n_gi_jb;
+    int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
+    int64_t J0 = jbk * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
+    int64_t ld = P->gi_ld, rows = R1 - R0;
+    int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
+    int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32 && !P->bmajor;
+    /* ch: the chain; out: where finished segments are added (only with segments) */
+    float *ch = cb, *out = NULL;
+    int64_t lch = ld, lout = ld;
+    if (P->gi_seg > 0) {
+        out = cb + P->gi_tile;
+        if (direct) { out = (float *)P->gi + R0 * P->Cin + J0; lout = P->Cin; }
+    } else if (direct) {
+        ch = (float *)P->gi + R0 * P->Cin + J0;
+        lch = P->Cin;
+    }
+    ct_tile_zero(ch, rows, nc, lch);
+    if (out) ct_tile_zero(out, rows, nc, lout);
+    if (P->Wp && P->K > 0) {
+        int64_t K = P->K, nblk = ct_cdiv(P->Cout, P->k0) * K;
+        int64_t step = ct_max(1, CT_KCI / P->k0) * K;                   /* blocks per pass (cache blocking) */
+        for (int64_t j0b = 0; j0b < nblk;) {
+            int64_t j1b = ct_min(nblk, j0b + step);
+            if (P->gi_seg > 0) j1b = ct_min(j1b, (j0b / P->gi_seg + 1) * P->gi_seg);
+            /* row segments: t-major, the whole task (t = u / B); b-major, the rows of one b (t = u - b*T_in) */
+            for (int64_t u0 = R0; u0 < R1;) {
+                int64_t u1 = R1, base = 0, unit = P->B, dyoff = P->pad * P->B;
+                if (P->bmajor) {
+                    int64_t bb = u0 / P->T_in;
+                    base = bb * P->T_in;
+                    u1 = ct_min(R1, base + P->T_in);
+                    unit = 1;
+                    dyoff = bb * (P->T_out - P->T_in) + P->pad;
+                }
+                /* rows where every tap is valid */
+                int64_t ia = ct_max(u0, base + ct_max(0, K - 1 - P->pad) * unit);
+                int64_t ib = ct_min(u1, base + ct_min(P->T_in, P->T_out - P->pad) * unit);
+                if (ia >= ib) ia = ib = u1;
+                for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
+                    int64_t wj = ct_min(CT_PO, P->Cin - j0);
+                    const float *Bp0 = P->Wp + j0 * P->Cout;               /* tap 0, co 0 of this ci panel */
+                    float *cj = ch + (j0 - J0);
+                    int64_t MR = ct_gic_mr(P->isa, P->acc, wj);
+                    /* rows missing some taps: one block at a time, over the rows valid for its tap */
+                    for (int side = 0; side < 2; side++) {
+                        int64_t u = side ? ib : u0, v = side ? u1 : ia;
+                        if (u >= v) continue;
+                        for (int64_t jb = j0b; jb < j1b; jb++) {
+                            int64_t k = jb % K;
+                            int64_t lo = ct_max(0, k - P->pad), hi = ct_min(P->T_in, P->T_out + k - P->pad);
+                            int64_t a = ct_max(u, base + lo * unit), b = ct_min(v, base + hi * unit);
+                            for (int64_t i = a; i < b; i += MR)
+                                ct_gic_ukr(P, ct_min(MR, b - i), wj, i + dyoff, -unit, jb, jb + 1, Bp0,
+                                           cj + (i - R0) * lch, lch);
+                        }
+                    }
+                    for (int64_t i = ia; i < ib; i += MR)
+                        ct_gic_ukr(P, ct_min(MR, ib - i), wj, i + dyoff, -unit, j0b, j1b, Bp0, cj + (i - R0) * lch,
+                                   lch);
+                }
+                u0 = u1;
+            }
+            if (out && (j1b % P->gi_seg == 0 || j1b == nblk)) {   /* a segment ends: add it, start a new chain */
+                ct_tile_add(out, lout, ch, lch, rows, nc);
+                ct_tile_zero(ch, rows, nc, lch);
+            }
+            j0b = j1b;
+        }
+    }
+    if (direct) return;
+    float *res = out ? out : ch;
+    int64_t lres = out ? lout : lch, es = ct_dt_size(P->gi_dt);
+    pre = ct_round_for(P->gi_dt, pre);
+    for (int64_t u = R0; u < R1; u++) {
+        int64_t r = P->bmajor ? (u % P->T_in) * P->B + u / P->T_in : u;
+        ct_store_row(P->isa, res + (u - R0) * lres, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, 0, 0);
+    }
+}
+
+/* gw task (cube model): k in [k0, k0+G) x ci [I0, I1) x co [C0, C1), and (layout 1 with pieces) one piece. */
+static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
+    float *cbase = cb;                           /* the thread's buffer: task tile, then the chain tile */
+    int64_t piece = 0;
+    if (P->gw_pieces > 1) { piece = task / P->n_gw1; task %= P->n_gw1; }
+    int64_t per_k = P->n_gw_ib * P->n_gw_ob;
+    int64_t kg = task / per_k, rem = task % per_k;
+    int64_t ib = rem / P->n_gw_ob, ob = rem % P->n_gw_ob;
+    int64_t k0 = kg * P->gw_kg, G = ct_min(P->gw_kg, P->K - k0);
+    int64_t I0 = ib * P->gw_mc, I1 = ct_min(P->Cin, I0 + P->gw_mc);
+    int64_t C0 = ob * P->gw_nc, C1 = ct_min(P->Cout, C0 + P->gw_nc), nc = C1 - C0;
+    int64_t ld = P->gw_ld, tile = (I1 - I0) * ld;
+    int direct = P->gw_dt == CT_DT_F32;
+    if (P->gw_pieces > 1) {                      /* this piece's sums, in the piece buffer (gw layout) */
+        cb = P->pcb + piece * P->K * P->Cin * P->Cout + (k0 * P->Cin + I0) * P->Cout + C0;
+        ld = P->Cout;
+        tile = P->Cin * P->Cout;
+    } else if (direct) {
+        cb = (float *)P->gw + (k0 * P->Cin + I0) * P->Cout + C0;
+        ld = P->Cout;
+        tile = P->Cin * P->Cout;
+    }
+    for (int64_t kk = 0; kk < G; kk++) ct_tile_zero(cb + kk * tile, I1 - I0, nc, ld);
+    if (P->Xp) {
+        /* Chains are cut into chunks of CH rows (whole blocks) so that a chunk's rows stay in cache while every
+         * (co, k, ci) of the task reads them; a chain's value is carried from chunk to chunk in the thread's
+         * chain tile cc (same geometry as the task tile), then added into the output. */
+        int64_t B = P->B, k0b = P->k0, CH = ct_max(1, CT_KCW / k0b) * k0b;
+        float *cc = P->cbuf ? cbase + P->gw_ctile_off : NULL;
+        int64_t lcc = P->gw_ld, tcc = P->gw_mc * P->gw_ld;
+        if (P->layout == 0) {
+            for (int64_t bi = 0; bi < B; bi++) {
+                int64_t b = P->perm ? P->perm[bi] : bi;
+                if (ct_stop(P)) return;
+                /* row of (t, b): b-major panels b*T + t (B > 1), else t (B == 1: the same rows) */
+                int64_t xb = P->bmajor ? b * P->T_in : b, yb = P->bmajor ? b * P->T_out : b;
+                int64_t st = P->bmajor ? 1 : B;
+                for (int64_t t0 = 0; t0 < P->T_out; t0 += CH) {
+                    int64_t t1 = ct_min(P->T_out, t0 + CH);
+                    for (int64_t co = C0; co < C1; co += CT_PO) {
+                        int64_t wq = ct_min(CT_PO, P->Cout - co);
+                        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + yb * wq;
+                        for (int64_t k = k0; k < k0 + G; k++) {
+                            int64_t ta = ct_max(0, P->pad - k), tb = ct_min(P->T_out, P->T_in + P->pad - k);
+                            int64_t a = ct_max(t0, ta), z = ct_min(t1, tb);
+                            if (a >= z) continue;
+                            int64_t first = ct_min(z - a, k0b - a % k0b);
+                            int cin = a > ta, fin = z == tb || !cc;
+                            for (int64_t ci = I0; ci < I1; ci += CT_PX) {
+                                int64_t wi = ct_min(CT_PX, P->Cin - ci);
+                                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + ((a + k - P->pad) * st + xb) * wi;
+                                int64_t o = (ci - I0) * lcc + (co - C0);
+                                ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + a * st * wq, st * wq, z - a, first,
+                                           fin ? cb + (k - k0) * tile + (ci - I0) * ld + (co - C0) : NULL, ld,
+                                           cc ? cc + (k - k0) * tcc + o : NULL, lcc, cin);
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->gw_pieces;
+            int64_t r0 = (piece * nB / Pn) * k0b, r1 = ct_min(P->RO, ((piece + 1) * nB / Pn) * k0b);
+            int64_t seg = P->gw_seg * k0b;                               /* rows per segment */
+            for (int64_t s0 = r0; s0 < r1; s0 += seg) {
+                int64_t s1 = ct_min(r1, s0 + seg);
+                for (int64_t q0 = s0; q0 < s1; q0 += CH) {
+                    int64_t q1 = ct_min(s1, q0 + CH);
+                    if (ct_stop(P)) return;
+                    for (int64_t co = C0; co < C1; co += CT_PO) {
+                        int64_t wq = ct_min(CT_PO, P->Cout - co);
+                        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO;
+                        for (int64_t k = k0; k < k0 + G; k++) {
+                            int64_t ca = ct_max(s0, ct_max(0, P->pad - k) * B);      /* the chain's rows */
+                            int64_t cz = ct_min(s1, ct_min(P->T_out, P->T_in + P->pad - k) * B);
+                            int64_t a = ct_max(q0, ca), z = ct_min(q1, cz);
+                            if (a >= z) continue;
+                            int64_t first = ct_min(z - a, k0b - a % k0b);
+                            int cin = a > ca, fin = z == cz || !cc;
+                            for (int64_t ci = I0; ci < I1; ci += CT_PX) {
+                                int64_t wi = ct_min(CT_PX, P->Cin - ci);
+                                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (a + (k - P->pad) * B) * wi;
+                                int64_t o = (ci - I0) * lcc + (co - C0);
+                                ct_gwc_ukr(P, wi, wq, Ap, wi, Bq + a * wq, wq, z - a, first,
+                                           fin ? cb + (k - k0) * tile + (ci - I0) * ld + (co - C0) : NULL, ld,
+                                           cc ? cc + (k - k0) * tcc + o : NULL, lcc, cin);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (direct || P->gw_pieces > 1) return;
+    int64_t es = ct_dt_size(P->gw_dt);
+    for (int64_t kk = 0; kk < G; kk++) {
+        int64_t k = k0 + kk;
+        for (int64_t ci = I0; ci < I1; ci++)
+            ct_store_row(P->isa, cb + kk * tile + (ci - I0) * ld, nc, P->gw + ((k * P->Cin + ci) * P->Cout + C0) * es,
+                         P->gw_dt, CT_C_FP32, P->hif8_rnd, P->saturate);
+    }
+}
+
+/* Pairwise tree over the P piece sums of gw elements [e0, e0 + n): (0+1), (2+3), ..., an odd last one carried
+ * up unchanged; again until one is left.  Then cast to gradWeight's dtype. */
+static void ct_tree_task(const ct_plan *P, int64_t task) {
+    int64_t total = P->K * P->Cin * P->Cout, e0 = task * CT_TREE_CHUNK, n = ct_min(CT_TREE_CHUNK, total - e0);
+    float t[32][CT_TREE_CHUNK];
+    int64_t cnt = P->gw_pieces;
+    for (int64_t i = 0; i < cnt; i++) memcpy(t[i], P->pcb + i * total + e0, (size_t)n * 4);
+    while (cnt > 1) {
+        int64_t h = cnt / 2;
+        for (int64_t i = 0; i < h; i++)
+            for (int64_t j = 0; j < n; j++) t[i][j] = t[2 * i][j] + t[2 * i + 1][j];
+        if (cnt & 1) memcpy(t[h], t[cnt - 1], (size_t)n * 4);
+        cnt = h + (cnt & 1);
+    }
+    int64_t es = ct_dt_size(P->gw_dt);
+    ct_store_row(P->isa, t[0], n, P->gw + e0 * es, P->gw_dt, CT_C_FP32, P->hif8_rnd, P->saturate);
+}
+
+#endif /* PYCONVTBC_CONV_CUBE_H */

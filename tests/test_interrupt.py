@@ -1,0 +1,62 @@
+"""A long call returns to Python soon after SIGINT (KeyboardInterrupt), on every accumulation form and thread
+count; a cancel flag set from another thread stops a kernel call the same way (docs/reliability.md,
+"Interrupts")."""
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pyconvtbc as pc
+from pyconvtbc._kernels import _conv_tbc as K
+
+DELAY = 0.25      # seconds before the signal
+BOUND = 0.5       # the promise: back in Python within about this much after the signal
+
+
+@pytest.fixture(scope="module")
+def long_problem():
+    """~120 GFLOP of work in small arrays (wide taps): seconds on 2 cores, far longer than DELAY + BOUND."""
+    rng = np.random.default_rng(0)
+    T, B, C, Kt = 512, 16, 256, 64
+    x = rng.standard_normal((T, B, C), dtype=np.float32)
+    w = rng.standard_normal((Kt, C, C), dtype=np.float32)
+    dy = rng.standard_normal((T - Kt + 1, B, C), dtype=np.float32)
+    return dy, x, w, np.zeros(C, np.float32)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+@pytest.mark.parametrize("accumulation", ["cube", "sequential"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sigint_interrupts_a_long_call(long_problem, accumulation, threads):
+    timer = threading.Timer(DELAY, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pc.conv_tbc_backward(*long_problem, 0, num_threads=threads, accumulation=accumulation)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < DELAY + BOUND
+    # the library is usable afterwards
+    small = [a[:, :2] if a.ndim == 3 else a for a in long_problem]
+    pc.conv_tbc_backward(small[0][:8], small[1][:8 + 63], long_problem[2], long_problem[3], 0)
+
+
+def test_cancel_flag_stops_a_kernel_call(long_problem):
+    dy, x, w, b = long_problem
+    shape = (x.shape[0], x.shape[1], x.shape[2], w.shape[2], w.shape[0], 0)
+    mode = (0, 11, 0, 0, False, 1, 8, 0)
+    n = K.workspace_size(shape, mode, (0,) * 6, 2)
+    ws = np.zeros(n, np.uint8)
+    outs = [np.zeros(x.shape, np.float32), np.zeros(w.shape, np.float32), np.zeros(w.shape[2], np.float32)]
+    flag = np.zeros(1, np.int32)
+    threading.Timer(DELAY, lambda: flag.__setitem__(0, 1)).start()
+    t0 = time.perf_counter()
+    with pytest.raises(K.Cancelled):
+        K.run_arrays(dy, x, w, *outs, (0,) * 6, shape, mode, ws, 2, True, None, flag)
+    assert time.perf_counter() - t0 < DELAY + BOUND
+    with pytest.raises(ValueError):
+        K.run_arrays(dy, x, w, *outs, (0,) * 6, shape, mode, ws, 2, True, None, np.zeros(1, np.float64))
