@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 2: the operator's checks, in order; the first failure wins.
+"""docs/semantics.md section 2: the operator's checks, in order; the first failure wins.
 
 ``validate`` reads descriptors through three attributes (``shape``, ``data_type``, ``format``), so the
 CANN layer's aclTensor and the NumPy layer's array descriptors share every rule.  Rule 8 (memory)
@@ -7,7 +7,7 @@ construction and the NumPy layer allocates its outputs itself.
 """
 from .enums import aclDataType as DT, aclFormat, dtype_name, format_name
 from .profiles import compute_precision, promote
-from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR
+from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR, safe_repr
 
 NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
 INPUTS = NAMES[:4]
@@ -27,15 +27,41 @@ class Invalid(Exception):
         self.message = message
 
 
-def _names(codes):
+# The NumPy layer's wording: its argument names and NumPy dtype names (the CANN layer keeps CANN's).
+NUMPY_LABELS = {"self": "grad_output", "gradInput": "grad_input (the output, in input's dtype)",
+                "gradWeight": "grad_weight_dtype", "gradBias": "grad_bias (the output, in bias's dtype)",
+                "cubeMathType": "cube_math_type"}
+NUMPY_DTYPE_NAMES = {int(DT.ACL_FLOAT): "float32", int(DT.ACL_FLOAT16): "float16", int(DT.ACL_BF16): "bfloat16",
+                     int(DT.ACL_HIFLOAT8): "hifloat8", int(DT.ACL_FLOAT8_E4M3FN): "float8_e4m3fn"}
+
+
+def _names(codes, numpy=False):
+    if numpy:
+        words = [NUMPY_DTYPE_NAMES[c] for c in codes]
+        return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
     return ", ".join(dtype_name(c).split(" ")[0] for c in codes)
+
+
+def _dtype_seen(desc, numpy):
+    """How a descriptor's data type reads in a message: 'has data type DOUBLE (11)' (CANN layer), 'has dtype
+    float64 (aclDataType DOUBLE)' or 'is 'float64' (aclDataType DOUBLE)' for grad_weight_dtype (NumPy layer)."""
+    if not numpy:
+        return f"has data type {dtype_name(desc.data_type)}"
+    code = dtype_name(desc.data_type)
+    acl = "no aclDataType" if code.startswith(("unknown", "DT_UNDEFINED")) else f"aclDataType {code.split(' ')[0]}"
+    if hasattr(desc, "given"):
+        return f"is {safe_repr(desc.given)} ({acl})"
+    np_dtype = getattr(desc, "np_dtype", None)
+    if np_dtype is not None:
+        return f"has dtype {np_dtype} ({acl})"
+    return f"has data type {code}"
 
 
 def _allowed_dtypes(name, profile, t):
     allowed = list(FLOATS)
-    if not profile.has_bf16 and name not in ("bias", "gradBias"):
-        allowed.remove(int(DT.ACL_BF16))
-    if name == "gradBias" and not profile.has_bf16 and t["bias"].data_type != DT.ACL_BF16:
+    # without BF16 (ascend910) only bias may still be BF16; gradBias takes the chip's list, and as it must
+    # equal bias's dtype (rule 7), a BF16 bias fails here, at gradBias
+    if not profile.has_bf16 and name != "bias":
         allowed.remove(int(DT.ACL_BF16))
     if name == "gradWeight":
         allowed += EIGHT_BIT
@@ -47,15 +73,21 @@ def _is_int(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tensor descriptor"):
+def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tensor descriptor", numpy=False):
     """Raise Invalid(status, message) at the first failed rule; return the problem's sizes otherwise.
 
     t: dict name -> descriptor (or None); is_descriptor(obj) -> bool says whether obj is a live one.
+    numpy: word messages for the NumPy layer (its argument names, NumPy dtype names); the rules are the same.
     """
+    labels = NUMPY_LABELS if numpy else {}
+
+    def L(n):
+        return labels.get(n, n)
+
     # 1. null pointers, then things that are not (live) descriptors
     for n in NAMES:
         if t[n] is None:
-            raise Invalid(NULLPTR, f"{n} is a null pointer (None); expected a tensor")
+            raise Invalid(NULLPTR, f"{L(n)} is a null pointer (None); expected a tensor")
     for n in NAMES:
         if not is_descriptor(t[n]):
             obj = t[n]
@@ -64,26 +96,26 @@ def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tenso
             except Exception:  # an object whose attributes raise: still just "not a descriptor"
                 destroyed = False
             what = "a destroyed aclTensor" if destroyed else f"a {type(obj).__name__}"
-            raise Invalid(INVALID, f"{n} is {what}; expected {expected}")
+            raise Invalid(INVALID, f"{L(n)} is {what}; expected {expected(obj) if callable(expected) else expected}")
     # 2. data types
     for n in NAMES:
         allowed = _allowed_dtypes(n, profile, t)
         if t[n].data_type not in allowed:
             extra = "" if profile.has_bf16 else f" on {profile.name}"
-            raise Invalid(INVALID, f"{n} has data type {dtype_name(t[n].data_type)}; expected one of "
-                          f"{_names(allowed)}{extra}")
+            raise Invalid(INVALID, f"{L(n)} {_dtype_seen(t[n], numpy)}; expected "
+                          f"{'' if numpy else 'one of '}{_names(allowed, numpy)}{extra}")
     # 3. formats
     for n in NAMES:
         if t[n].format not in FORMATS:
-            raise Invalid(INVALID, f"{n} has format {format_name(t[n].format)}; expected ND or NCL")
+            raise Invalid(INVALID, f"{L(n)} has format {format_name(t[n].format)}; expected ND or NCL")
     # 4. ranks
     for n in NAMES:
         if len(t[n].shape) != RANKS[n]:
-            raise Invalid(INVALID, f"{n} has {len(t[n].shape)} dims {list(t[n].shape)}; expected {RANKS[n]}")
+            raise Invalid(INVALID, f"{L(n)} has {len(t[n].shape)} dims {list(t[n].shape)}; expected {RANKS[n]}")
     # 5. shapes
     for n in NAMES:
         if any(d < 0 for d in t[n].shape):
-            raise Invalid(INVALID, f"{n} has shape {list(t[n].shape)} with a negative dim; expected dims >= 0")
+            raise Invalid(INVALID, f"{L(n)} has shape {list(t[n].shape)} with a negative dim; expected dims >= 0")
     T_in, B, Cin = t["input"].shape
     K, wCin, Cout = t["weight"].shape
     if Cin != wCin:
@@ -91,7 +123,7 @@ def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tenso
     if t["bias"].shape[0] != Cout:
         raise Invalid(INVALID, f"bias has shape {list(t['bias'].shape)}; expected [{Cout}] (weight's third dim, Cout)")
     if not _is_int(pad) or not 0 <= pad <= PAD_MAX:
-        raise Invalid(INVALID, f"pad is {pad!r}; expected an integer in [0, {PAD_MAX}]")
+        raise Invalid(INVALID, f"pad is {safe_repr(pad)}; expected an integer in [0, {PAD_MAX}]")
     pad = int(pad)
     if T_in + 2 * pad + 1 > INT64_MAX:  # the kernels compute T_in + 2*pad - K + 1 in int64, left to right
         raise Invalid(INVALID, f"T_in + 2*pad + 1 = {T_in} + 2*{pad} + 1 overflows int64; expected a smaller "
@@ -104,26 +136,29 @@ def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tenso
               "gradWeight": tuple(t["weight"].shape), "gradBias": tuple(t["bias"].shape)}
     for n in ("self", "gradInput", "gradWeight", "gradBias"):
         if tuple(t[n].shape) != expect[n]:
-            raise Invalid(INVALID, f"{n} has shape {list(t[n].shape)}; expected {list(expect[n])}")
+            raise Invalid(INVALID, f"{L(n)} has shape {list(t[n].shape)}; expected {list(expect[n])}")
     # 6. cubeMathType
     P = promote(t["self"].data_type, t["input"].data_type, t["weight"].data_type)
     if not _is_int(cube_math_type) or not 0 <= cube_math_type <= 3:
-        raise Invalid(INVALID, f"cubeMathType is {cube_math_type!r}; expected 0 (KEEP_DTYPE), "
+        raise Invalid(INVALID, f"{L('cubeMathType')} is {safe_repr(cube_math_type)}; expected 0 (KEEP_DTYPE), "
                       "1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)")
     C = compute_precision(profile, P, cube_math_type)
     if C is None:
-        raise Invalid(INVALID, f"cubeMathType {int(cube_math_type)} is not supported for {dtype_name(P)} "
+        raise Invalid(INVALID, f"{L('cubeMathType')} {int(cube_math_type)} is not supported for {dtype_name(P)} "
                       f"operands on {profile.name}")
     # 7. output data types
     if t["gradInput"].data_type != t["input"].data_type:
-        raise Invalid(INVALID, f"gradInput has data type {dtype_name(t['gradInput'].data_type)}; expected "
+        raise Invalid(INVALID, f"{L('gradInput')} has data type {dtype_name(t['gradInput'].data_type)}; expected "
                       f"input's, {dtype_name(t['input'].data_type)}")
     if t["gradBias"].data_type != t["bias"].data_type:
-        raise Invalid(INVALID, f"gradBias has data type {dtype_name(t['gradBias'].data_type)}; expected "
+        raise Invalid(INVALID, f"{L('gradBias')} has data type {dtype_name(t['gradBias'].data_type)}; expected "
                       f"bias's, {dtype_name(t['bias'].data_type)}")
     gw = t["gradWeight"].data_type
+    if gw != t["weight"].data_type and gw not in EIGHT_BIT and numpy:
+        raise Invalid(INVALID, f"grad_weight_dtype {_dtype_seen(t['gradWeight'], True)}; expected None or "
+                      f"weight's dtype ({_names([t['weight'].data_type], True)}), hifloat8 or float8_e4m3fn")
     if gw != t["weight"].data_type and gw not in EIGHT_BIT:
-        raise Invalid(INVALID, f"gradWeight has data type {dtype_name(gw)}; expected weight's "
+        raise Invalid(INVALID, f"{L('gradWeight')} has data type {dtype_name(gw)}; expected weight's "
                       f"({dtype_name(t['weight'].data_type)}), HIFLOAT8 or FLOAT8_E4M3FN")
     # 8. memory (ours, beyond CANN)
     for n in NAMES:

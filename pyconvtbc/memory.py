@@ -9,6 +9,7 @@ already enqueued on a stream holds its own reference to the array, so it never t
 import itertools
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -41,73 +42,129 @@ class _Allocation:
         self.mem = None
 
 
-class DevicePtr:
-    """An address in emulated device memory: an allocation and a byte offset into it."""
-    __slots__ = ("_alloc", "offset")
+_TOKEN = object()  # only malloc and pointer arithmetic hold it: a DevicePtr built by hand is never genuine
+_made = weakref.WeakSet()  # every allocation malloc made (live or freed)
 
-    def __init__(self, alloc, offset=0):
-        self._alloc = alloc
-        self.offset = int(offset)
+
+class DevicePtr:
+    """An address in emulated device memory: an allocation and a byte offset into it.
+
+    Only ``aclrtMalloc`` (and ``ptr + n`` on such a pointer) make genuine pointers.  A ``DevicePtr`` built by
+    hand is refused by every function that takes one (a status, never a crash); its fields are read-only.
+    """
+    __slots__ = ("_alloc", "_offset", "_genuine")
+
+    def __init__(self, alloc: object = None, offset: int = 0, _token: object = None) -> None:
+        genuine = _token is _TOKEN and type(alloc) is _Allocation and alloc in _made
+        if not genuine or isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+            alloc, offset, genuine = _FORGED, 0, False
+        object.__setattr__(self, "_alloc", alloc)
+        object.__setattr__(self, "_offset", int(offset))
+        object.__setattr__(self, "_genuine", genuine)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"DevicePtr is read-only (cannot set {name!r})")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"DevicePtr is read-only (cannot delete {name!r})")
+
+    @property
+    def genuine(self) -> bool:
+        """True for a pointer made by aclrtMalloc (or arithmetic on one); False for one built by hand."""
+        return self._genuine
+
+    @property
+    def offset(self) -> int:
+        """Bytes from the start of the allocation."""
+        return self._offset
 
     def __add__(self, nbytes):
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)):
             return NotImplemented
-        return DevicePtr(self._alloc, self.offset + int(nbytes))
+        return DevicePtr(self._alloc, self._offset + int(nbytes), _TOKEN if self._genuine else None)
 
     __radd__ = __add__
 
     def __eq__(self, other):
-        return isinstance(other, DevicePtr) and other._alloc is self._alloc and other.offset == self.offset
+        return isinstance(other, DevicePtr) and other._alloc is self._alloc and other._offset == self._offset
 
     def __hash__(self):
-        return hash((self._alloc.id, self.offset))
+        return hash((self._alloc.id, self._offset))
 
     @property
-    def freed(self):
+    def freed(self) -> bool:
         return self._alloc.freed
 
     @property
-    def allocation_id(self):
+    def allocation_id(self) -> int:
         return self._alloc.id
 
-    @property
-    def nbytes(self):
-        """Bytes from this address to the end of its allocation (0 when freed or out of range)."""
-        if self._alloc.freed or not 0 <= self.offset <= self._alloc.size:
-            return 0
-        return self._alloc.size - self.offset
+    def _size(self):
+        mem = self._alloc.mem
+        return 0 if mem is None else int(mem.size)  # the real buffer, whatever its record says
 
-    def array(self):
+    @property
+    def nbytes(self) -> int:
+        """Bytes from this address to the end of its allocation (0 when freed, forged or out of range)."""
+        size = self._size()
+        if not self._genuine or self._alloc.freed or not 0 <= self._offset <= size:
+            return 0
+        return size - self._offset
+
+    def array(self) -> np.ndarray:
         """The bytes from this address to the end of the allocation, as a uint8 NumPy view.
 
-        Raises ValueError if the allocation was freed or the offset lies outside it.
+        Raises ValueError if the pointer was not made by aclrtMalloc, the allocation was freed or the offset
+        lies outside it.
         """
+        if not self._genuine:
+            raise ValueError(f"{self!r} was not made by aclrtMalloc; expected a device pointer from aclrtMalloc")
         mem = self._alloc.mem
         if mem is None:
             raise ValueError(f"{self!r} points into freed device memory")
-        if not 0 <= self.offset <= self._alloc.size:
-            raise ValueError(f"{self!r} lies outside its allocation of {self._alloc.size} bytes")
-        return mem[self.offset:]
+        if not 0 <= self._offset <= mem.size:
+            raise ValueError(f"{self!r} lies outside its allocation of {mem.size} bytes")
+        return mem[self._offset:]
 
     def __repr__(self):
+        if not self._genuine:
+            return "<DevicePtr forged (not from aclrtMalloc)>"
         state = "freed" if self._alloc.freed else f"{self._alloc.size} bytes"
-        return f"<DevicePtr alloc#{self._alloc.id} ({state}) + {self.offset}>"
+        return f"<DevicePtr alloc#{self._alloc.id} ({state}) + {self._offset}>"
 
 
-def malloc(size):
+class _Forged:
+    """The allocation every hand-built DevicePtr points at: no memory, reads as freed."""
+    __slots__ = ()
+    id = 0
+    size = 0
+    mem = None
+    freed = True
+
+
+_FORGED = _Forged()
+
+
+def is_device_ptr(obj: object) -> bool:
+    """True for a genuine device pointer (made by aclrtMalloc or arithmetic on one)."""
+    return type(obj) is DevicePtr and obj._genuine
+
+
+def malloc(size: int) -> DevicePtr:
     alloc = _Allocation(size)
     with _live_lock:
         _live[alloc.id] = alloc
-    return DevicePtr(alloc, 0)
+        _made.add(alloc)
+    return DevicePtr(alloc, 0, _TOKEN)
 
 
-def free(ptr):
+def free(ptr: DevicePtr) -> None:
     with _live_lock:
         _live.pop(ptr._alloc.id, None)
     ptr._alloc.free()
 
 
-def free_all():
+def free_all() -> None:
     with _live_lock:
         allocs = list(_live.values())
         _live.clear()
@@ -115,27 +172,53 @@ def free_all():
         a.free()
 
 
-def host_bytes(obj, writable):
-    """A flat uint8 view of a host buffer (anything with the buffer protocol), or raise ValueError."""
+def host_bytes(obj: object, writable: bool) -> np.ndarray:
+    """A flat uint8 view of a host buffer (anything with the buffer protocol), or raise ValueError.
+
+    The view covers exactly the buffer's bytes in memory order, whatever the object's class: an ndarray
+    subclass (np.matrix, a masked array) is read as its plain data, so slicing the view by a byte count never
+    means anything else.  Non-contiguous buffers are refused, and read-only ones as a destination.
+    """
     if isinstance(obj, DevicePtr):
         raise ValueError("expected a host buffer, got a device pointer")
     if isinstance(obj, np.ndarray):  # also dtypes the buffer protocol cannot spell (bfloat16, float8)
-        if obj.dtype.hasobject:
+        # a subclass is read as the plain array it holds (np.matrix stays 2-D when reshaped; a masked array's mask
+        # means nothing to bytes); ndarray.view itself, so no method the subclass overrides runs
+        arr = np.ndarray.view(obj, np.ndarray) if type(obj) is not np.ndarray else obj
+        if arr.dtype.hasobject:
             raise ValueError("the host buffer holds Python objects (dtype object); expected raw data")
-        if not obj.flags.c_contiguous:
+        if not arr.flags.c_contiguous:
             raise ValueError("the host buffer is not C-contiguous")
-        if writable and not obj.flags.writeable:
+        if writable and not arr.flags.writeable:
             raise ValueError("the destination host buffer is read-only")
-        return obj.reshape(-1).view(np.uint8)
+        flat = arr.reshape(-1).view(np.uint8)
+        if flat.ndim != 1 or flat.size != arr.nbytes:  # pragma: no cover - a plain contiguous ndarray always is
+            raise ValueError("the host buffer cannot be read as bytes")
+        return flat
     try:
         mv = memoryview(obj)
-    except (TypeError, ValueError, BufferError):
-        raise ValueError(f"expected a host buffer (an object with the buffer protocol), got {type(obj).__name__}")
-    if not mv.c_contiguous:
-        raise ValueError("the host buffer is not C-contiguous")
-    if writable and mv.readonly:
-        raise ValueError("the destination host buffer is read-only")
+    except Exception:
+        raise ValueError(f"expected a host buffer (an object with the buffer protocol), got {_type_name(obj)}") \
+            from None
     try:
-        return np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
-    except (TypeError, ValueError, BufferError) as e:
-        raise ValueError(f"the host buffer cannot be read as bytes ({e})")
+        if not mv.c_contiguous:
+            raise ValueError("the host buffer is not C-contiguous")
+        if writable and mv.readonly:
+            raise ValueError("the destination host buffer is read-only")
+        flat = np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise ValueError(f"the host buffer cannot be read as bytes ({type(e).__name__})") from None
+    if flat.size != mv.nbytes:  # pragma: no cover - cast("B") of a contiguous buffer covers all of it
+        raise ValueError("the host buffer cannot be read as bytes")
+    if writable and not flat.flags.writeable:  # pragma: no cover
+        raise ValueError("the destination host buffer is read-only")
+    return flat
+
+
+def _type_name(obj):
+    try:
+        return type(obj).__name__
+    except Exception:  # pragma: no cover
+        return "object"

@@ -12,14 +12,15 @@ set); ``aclrtCtxSetSysParamOpt`` writes the current device's context, shared by 
 import collections
 import os
 import threading
+from typing import Callable, Optional, Tuple, Union
 
 import numpy as np
 
 from . import memory
 from .enums import aclrtMemcpyKind, aclSysParamOpt
-from .memory import DevicePtr
-from .status import (ACL_ERROR_BAD_ALLOC, ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_INTERNAL_ERROR, ACL_SUCCESS,
-                     set_error)
+from .memory import DevicePtr, is_device_ptr
+from .status import (ACL_ERROR_BAD_ALLOC, ACL_ERROR_INTERNAL_ERROR, ACL_ERROR_INVALID_PARAM,
+                     ACL_ERROR_RT_INTERNAL_ERROR, ACL_SUCCESS, never_raises, safe_repr, set_error)
 
 NUM_DEVICES = 8
 MAX_ALLOC = 2**40  # 1 TiB: larger requests are ACL_ERROR_BAD_ALLOC without trying
@@ -27,6 +28,10 @@ MAX_ALLOC = 2**40  # 1 TiB: larger requests are ACL_ERROR_BAD_ALLOC without tryi
 _lock = threading.RLock()
 _state = {"initialized": False, "contexts": {}, "streams": set(), "default_stream": None}
 _tls = threading.local()
+
+
+_guard = never_raises(ACL_ERROR_INTERNAL_ERROR)                          # functions returning a status
+_guard2 = never_raises(ACL_ERROR_INTERNAL_ERROR, lambda rc: (rc, None))  # functions returning (status, value)
 
 
 def _bad(msg):
@@ -38,16 +43,18 @@ def _is_int(v):
 
 
 # ---- init / devices / contexts --------------------------------------------------------------------
-def aclInit(config_path=None):
+@_guard
+def aclInit(config_path: Union[str, os.PathLike, None] = None) -> int:
     """Record initialisation.  ``config_path`` may be None or a path to an existing file."""
     if config_path is not None and not (isinstance(config_path, (str, os.PathLike)) and os.path.isfile(config_path)):
-        return _bad(f"aclInit: config_path is {config_path!r}; expected None or an existing file")
+        return _bad(f"aclInit: config_path is {safe_repr(config_path)}; expected None or an existing file")
     with _lock:
         _state["initialized"] = True
     return ACL_SUCCESS
 
 
-def aclFinalize():
+@_guard
+def aclFinalize() -> int:
     """Synchronise and destroy every stream, free all device memory.  Safe to call repeatedly."""
     with _lock:
         streams = list(_state["streams"])
@@ -64,60 +71,68 @@ def aclFinalize():
 
 def _check_device(device_id, fn):
     if not _is_int(device_id) or not 0 <= device_id < NUM_DEVICES:
-        return _bad(f"{fn}: device_id is {device_id!r}; expected an integer in [0, {NUM_DEVICES})")
+        return _bad(f"{fn}: device_id is {safe_repr(device_id)}; expected an integer in [0, {NUM_DEVICES})")
     return ACL_SUCCESS
 
 
-def aclrtSetDevice(device_id):
+@_guard
+def aclrtSetDevice(device_id: int) -> int:
     rc = _check_device(device_id, "aclrtSetDevice")
     if rc == ACL_SUCCESS:
         _tls.device = int(device_id)
     return rc
 
 
-def aclrtResetDevice(device_id):
+@_guard
+def aclrtResetDevice(device_id: int) -> int:
     return _check_device(device_id, "aclrtResetDevice")
 
 
-def current_device():
+def current_device() -> int:
     return getattr(_tls, "device", 0)
 
 
-def aclrtCtxSetSysParamOpt(opt, value):
+@_guard
+def aclrtCtxSetSysParamOpt(opt: int, value: int) -> int:
     """Set a sys-param option on the current device's context (ACL_OPT_DETERMINISTIC: 0 or 1)."""
     if not _is_int(opt) or int(opt) not in set(aclSysParamOpt):
-        return _bad(f"aclrtCtxSetSysParamOpt: opt is {opt!r}; expected ACL_OPT_DETERMINISTIC (0)")
+        return _bad(f"aclrtCtxSetSysParamOpt: opt is {safe_repr(opt)}; expected ACL_OPT_DETERMINISTIC (0)")
     if not _is_int(value) or int(value) not in (0, 1):
-        return _bad(f"aclrtCtxSetSysParamOpt: value is {value!r}; expected 0 or 1")
+        return _bad(f"aclrtCtxSetSysParamOpt: value is {safe_repr(value)}; expected 0 or 1")
     with _lock:
         _state["contexts"].setdefault(current_device(), {})[int(opt)] = int(value)
     return ACL_SUCCESS
 
 
-def ctx_option(opt):
+def ctx_option(opt: int) -> Optional[int]:
     """The value set on the current context, or None when never set."""
     with _lock:
         return _state["contexts"].get(current_device(), {}).get(int(opt))
 
 
-def aclrtCtxGetSysParamOpt(opt):
+@_guard2
+def aclrtCtxGetSysParamOpt(opt: int) -> Tuple[int, Optional[int]]:
     """(status, value).  An option never set reads as the emulated profile's default."""
     if not _is_int(opt) or int(opt) not in set(aclSysParamOpt):
-        return _bad(f"aclrtCtxGetSysParamOpt: opt is {opt!r}; expected ACL_OPT_DETERMINISTIC (0)"), None
+        return _bad(f"aclrtCtxGetSysParamOpt: opt is {safe_repr(opt)}; expected ACL_OPT_DETERMINISTIC (0)"), None
     value = ctx_option(opt)
     if value is None:
         from .profiles import get_profile
-        value = int(get_profile().deterministic_default)
+        try:
+            value = int(get_profile().deterministic_default)
+        except ValueError as e:  # a bad $PYCONVTBC_SOC_VERSION
+            return _bad(f"aclrtCtxGetSysParamOpt: the emulated chip's default is unknown: {e}"), None
     return ACL_SUCCESS, value
 
 
 # ---- memory ------------------------------------------------------------------------------------
-def aclrtMalloc(size, policy=0):
+@_guard2
+def aclrtMalloc(size: int, policy: int = 0) -> Tuple[int, Optional[DevicePtr]]:
     """(status, device_ptr).  size must be a positive integer; memory starts zeroed."""
     if not _is_int(size) or size <= 0:
-        return _bad(f"aclrtMalloc: size is {size!r}; expected a positive number of bytes"), None
+        return _bad(f"aclrtMalloc: size is {safe_repr(size)}; expected a positive number of bytes"), None
     if not _is_int(policy) or int(policy) not in (0, 1, 2):
-        return _bad(f"aclrtMalloc: policy is {policy!r}; expected an aclrtMemMallocPolicy (0, 1 or 2)"), None
+        return _bad(f"aclrtMalloc: policy is {safe_repr(policy)}; expected an aclrtMemMallocPolicy (0, 1 or 2)"), None
     if size > MAX_ALLOC:
         return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
     try:
@@ -126,13 +141,14 @@ def aclrtMalloc(size, policy=0):
         return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
 
 
-def aclrtFree(device_ptr):
-    if not isinstance(device_ptr, DevicePtr):
-        return _bad(f"aclrtFree: device_ptr is {device_ptr!r}; expected a pointer from aclrtMalloc")
+@_guard
+def aclrtFree(device_ptr: DevicePtr) -> int:
+    if not is_device_ptr(device_ptr):
+        return _bad(f"aclrtFree: device_ptr is {safe_repr(device_ptr)}; expected a pointer from aclrtMalloc")
     if device_ptr.offset != 0:
-        return _bad(f"aclrtFree: {device_ptr!r} is not the start of an allocation")
+        return _bad(f"aclrtFree: {safe_repr(device_ptr)} is not the start of an allocation")
     if device_ptr.freed:
-        return _bad(f"aclrtFree: {device_ptr!r} was already freed")
+        return _bad(f"aclrtFree: {safe_repr(device_ptr)} was already freed")
     memory.free(device_ptr)
     return ACL_SUCCESS
 
@@ -147,20 +163,23 @@ _KIND_SIDES = {  # kind -> (dst is device, src is device)
 
 def _side(obj, is_device, writable, what):
     if is_device:
-        if not isinstance(obj, DevicePtr):
-            raise ValueError(f"{what} is a {type(obj).__name__}; the memcpy kind expects a device pointer")
+        if not is_device_ptr(obj):
+            what_is = "a DevicePtr not made by aclrtMalloc" if isinstance(obj, DevicePtr) else f"a {type(obj).__name__}"
+            raise ValueError(f"{what} is {what_is}; the memcpy kind expects a device pointer from aclrtMalloc")
         return obj.array()
     return memory.host_bytes(obj, writable)
 
 
-def aclrtMemcpy(dst, dst_max, src, count, kind):
+@_guard
+def aclrtMemcpy(dst: object, dst_max: int, src: object, count: int, kind: int) -> int:
     """Copy ``count`` bytes.  Every size is checked against both real buffers: never an overrun."""
     if not _is_int(kind) or int(kind) not in _KIND_SIDES:
-        return _bad(f"aclrtMemcpy: kind is {kind!r}; expected one of {[k.name for k in aclrtMemcpyKind]}")
+        return _bad(f"aclrtMemcpy: kind is {safe_repr(kind)}; expected one of {[k.name for k in aclrtMemcpyKind]}")
     if not _is_int(count) or count < 0:
-        return _bad(f"aclrtMemcpy: count is {count!r}; expected a non-negative number of bytes")
+        return _bad(f"aclrtMemcpy: count is {safe_repr(count)}; expected a non-negative number of bytes")
     if not _is_int(dst_max) or dst_max < 0:
-        return _bad(f"aclrtMemcpy: dst_max is {dst_max!r}; expected a non-negative number of bytes")
+        return _bad(f"aclrtMemcpy: dst_max is {safe_repr(dst_max)}; expected a non-negative number of bytes")
+    count, dst_max = int(count), int(dst_max)
     if count > dst_max:
         return _bad(f"aclrtMemcpy: count {count} exceeds dst_max {dst_max}")
     dst_dev, src_dev = _KIND_SIDES[aclrtMemcpyKind(int(kind))]
@@ -174,7 +193,7 @@ def aclrtMemcpy(dst, dst_max, src, count, kind):
     if count > s.size:
         return _bad(f"aclrtMemcpy: count {count} exceeds the {s.size} bytes of the source")
     if count:
-        d[:count] = s[:count]  # NumPy handles overlapping copies (memmove semantics)
+        d[:count] = s[:count]  # flat uint8 views: exactly count bytes (NumPy handles overlap: memmove semantics)
     return ACL_SUCCESS
 
 
@@ -182,7 +201,7 @@ def aclrtMemcpy(dst, dst_max, src, count, kind):
 class aclrtStream:
     """An in-order task queue served by one worker thread."""
 
-    def __init__(self, name="stream"):
+    def __init__(self, name: str = "stream") -> None:
         self.name = name
         self._cv = threading.Condition()
         self._queue = collections.deque()
@@ -192,14 +211,14 @@ class aclrtStream:
         self._thread = None
 
     @property
-    def destroyed(self):
+    def destroyed(self) -> bool:
         return self._destroyed
 
-    def idle(self):
+    def idle(self) -> bool:
         with self._cv:
             return not self._queue and not self._busy
 
-    def enqueue(self, task, inline_if_idle=False):
+    def enqueue(self, task: Callable[[], Optional[tuple]], inline_if_idle: bool = False) -> None:
         """Queue ``task`` (a callable returning (status, message) or None).  With ``inline_if_idle`` a task
         on an idle stream runs at once in the caller's thread (same order, no thread hand-off)."""
         with self._cv:
@@ -241,7 +260,7 @@ class aclrtStream:
                 self._busy = True
             self._run(task)
 
-    def synchronize(self):
+    def synchronize(self) -> Optional[tuple]:
         """Wait until every queued task has run; return and clear the first recorded failure."""
         with self._cv:
             while self._queue or self._busy:
@@ -269,14 +288,14 @@ class aclrtStream:
 _stream_ids = iter(range(1, 2**62))
 
 
-def default_stream():
+def default_stream() -> "aclrtStream":
     with _lock:
         if _state["default_stream"] is None:
             _state["default_stream"] = aclrtStream("default")
         return _state["default_stream"]
 
 
-def resolve_stream(stream):
+def resolve_stream(stream: object) -> Optional["aclrtStream"]:
     """The stream object for ``stream`` (None = default), or None if it is not a live stream."""
     if stream is None:
         return default_stream()
@@ -285,17 +304,19 @@ def resolve_stream(stream):
     return None
 
 
-def aclrtCreateStream():
+@_guard2
+def aclrtCreateStream() -> Tuple[int, Optional["aclrtStream"]]:
     s = aclrtStream(f"stream{next(_stream_ids)}")
     with _lock:
         _state["streams"].add(s)
     return ACL_SUCCESS, s
 
 
-def aclrtDestroyStream(stream):
+@_guard
+def aclrtDestroyStream(stream: "aclrtStream") -> int:
     """Waits for the stream's pending work, then destroys it (a failure on it is reported here)."""
     if not isinstance(stream, aclrtStream) or stream.destroyed:
-        return _bad(f"aclrtDestroyStream: stream is {stream!r}; expected a live stream from aclrtCreateStream")
+        return _bad(f"aclrtDestroyStream: stream is {safe_repr(stream)}; expected a live stream from aclrtCreateStream")
     with _lock:
         _state["streams"].discard(stream)
     err = stream._destroy()
@@ -305,11 +326,12 @@ def aclrtDestroyStream(stream):
     return ACL_SUCCESS
 
 
-def aclrtSynchronizeStream(stream):
+@_guard
+def aclrtSynchronizeStream(stream: Optional["aclrtStream"]) -> int:
     """Wait for all work on ``stream`` (None = default); report a failure that happened on it."""
     s = resolve_stream(stream)
     if s is None:
-        return _bad(f"aclrtSynchronizeStream: stream is {stream!r}; expected a live stream or None")
+        return _bad(f"aclrtSynchronizeStream: stream is {safe_repr(stream)}; expected a live stream or None")
     err = s.synchronize()
     if err is not None:
         return set_error(ACL_ERROR_RT_INTERNAL_ERROR, f"aclrtSynchronizeStream: a task on the stream failed "

@@ -3,8 +3,11 @@
 CANN functions return a status and record a message; ``aclGetRecentErrMsg()`` returns the message of
 the most recent failure *in the calling thread* (it stays until the next failure in that thread).
 """
+import functools
+import inspect
 import threading
 from enum import IntEnum
+from typing import Any, Callable, Optional
 
 
 class aclnnStatus(IntEnum):
@@ -32,13 +35,60 @@ globals().update({m.name: m for m in aclError})
 _local = threading.local()
 
 
-def set_error(status, message):
+def safe_repr(value: object, limit: int = 120) -> str:
+    """``repr(value)`` for a message, never raising (an object whose ``__repr__`` raises, or a huge one)."""
+    try:
+        text = repr(value)
+        if not isinstance(text, str):
+            raise TypeError
+    except Exception:
+        try:
+            text = f"<{type(value).__name__} object>"
+        except Exception:  # pragma: no cover - type() and __name__ of any object are plain
+            text = "<object>"
+    if len(text) > limit:
+        text = text[:limit - 5] + " ...>" if text.startswith("<") else text[:limit - 4] + " ..."
+    return text
+
+
+def set_error(status: int, message: object) -> int:
     """Record ``message`` as the calling thread's most recent error and return ``status``."""
     _local.message = str(message)
     return int(status)
 
 
-def aclGetRecentErrMsg():
+def exc_text(e: BaseException) -> str:
+    """``'TypeError: text'`` for an exception, never raising (its text may come from a hostile object)."""
+    try:
+        return f"{type(e).__name__}: {e}"
+    except Exception:
+        return type(e).__name__
+
+
+def never_raises(status: int, failure: Callable[[int], Any] = lambda rc: rc) -> Callable:
+    """Decorator for a CANN-layer function: any exception escaping it becomes ``status`` (with a message saying
+    it is a pyconvtbc bug) and the call returns ``failure(status)``.  Calls with arguments that do not fit the
+    signature still raise TypeError, as for any Python function.  (KeyboardInterrupt is not caught.)"""
+    def deco(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:
+                try:
+                    sig.bind(*args, **kwargs)
+                except TypeError:
+                    raise e from None  # a wrong call, not a bad value
+                rc = set_error(status, f"{fn.__name__}: internal error ({exc_text(e)}); this is a pyconvtbc "
+                               "bug, please report it")
+                return failure(rc)
+        return wrapper
+    return deco
+
+
+def aclGetRecentErrMsg() -> Optional[str]:
     """The message of the most recent failure in this thread, or None if there was none."""
     return getattr(_local, "message", None)
 
@@ -46,7 +96,7 @@ def aclGetRecentErrMsg():
 class AclnnError(ValueError):
     """Raised by the NumPy layer: carries the CANN status code and the same message."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(f"[{int(status)}] {message}")
         self.status = int(status)
         self.message = message

@@ -2,14 +2,16 @@
 
 A descriptor carries view dims, data type, element strides, element offset, format, storage dims and
 a device buffer (a ``DevicePtr``).  It does not own or copy data: the operator reads the buffer when
-phase 2 runs.  ``memory_problem`` implements SEMANTICS.md section 2 rule 8 for one tensor.
+phase 2 runs.  ``memory_problem`` implements rule 8 of docs/semantics.md section 2 for one tensor.
 """
+
+from typing import Optional, Sequence
 
 import numpy as np
 
 from .enums import ITEMSIZE
-from .memory import DevicePtr
-from .status import ACL_ERROR_INVALID_PARAM, set_error
+from .memory import DevicePtr, is_device_ptr
+from .status import ACL_ERROR_INVALID_PARAM, ACLNN_ERR_INNER, never_raises, safe_repr, set_error
 
 INT64_MAX = 2**63 - 1
 
@@ -26,48 +28,100 @@ def _as_int(v):
 def _int_tuple(seq):
     if isinstance(seq, (str, bytes)):
         raise TypeError
-    return tuple(_as_int(v) for v in seq)
+    try:
+        return tuple(_as_int(v) for v in seq)
+    except (TypeError, OverflowError):
+        raise
+    except Exception:  # an object whose __iter__ / __len__ / items raise: not a sequence of int64
+        raise TypeError from None
+
+
+def _field_problem(view_dims, data_type, strides, offset, format, storage_dims, data):
+    """Why these descriptor fields are not a descriptor at all (non-integers, bools, floats, mismatched
+    lengths, a buffer that is not a pointer from aclrtMalloc), or None.  Shared by aclCreateTensor and the
+    aclTensor constructor, and re-checked whenever an operator is handed the descriptor."""
+    for name, value in (("view_dims", view_dims), ("strides", strides), ("storage_dims", storage_dims)):
+        if type(value) is not tuple:
+            return f"{name} is {safe_repr(value)}; expected a sequence of int64"
+        for v in value:
+            if type(v) is not int or not -INT64_MAX - 1 <= v <= INT64_MAX:
+                return f"{name} is {safe_repr(value)}; expected a sequence of int64"
+    if len(strides) != len(view_dims):
+        return f"strides has {len(strides)} entries for {len(view_dims)} view dims; expected one stride per dim"
+    for name, value in (("data_type", data_type), ("offset", offset), ("format", format)):
+        if type(value) is not int or not -INT64_MAX - 1 <= value <= INT64_MAX:
+            return f"{name} is {safe_repr(value)}; expected an int64 value"
+    if data is not None and not is_device_ptr(data):
+        what = "a DevicePtr not made by aclrtMalloc" if isinstance(data, DevicePtr) else f"a {type(data).__name__}"
+        return f"tensor_data is {what}; expected a device pointer from aclrtMalloc (or None)"
+    return None
 
 
 class aclTensor:
-    """A tensor descriptor.  Create with ``aclCreateTensor``; free with ``aclDestroyTensor``."""
+    """A tensor descriptor.  Create with ``aclCreateTensor``; free with ``aclDestroyTensor``.
+
+    Built directly, the fields are normalised as ``aclCreateTensor`` does (sequences of integers become tuples
+    of int); fields that make no descriptor (float or bool strides, non-integer dims or offset, a buffer that
+    is not from aclrtMalloc) are kept as given and reported by ``problem()``: an operator handed such a
+    descriptor returns 161002 naming the field, never crashes.
+    """
     __slots__ = ("view_dims", "data_type", "strides", "offset", "format", "storage_dims", "data",
                  "destroyed", "__weakref__")
 
-    def __init__(self, view_dims, data_type, strides, offset, format, storage_dims, data):
-        self.view_dims = view_dims
-        self.data_type = data_type
-        self.strides = strides
-        self.offset = offset
-        self.format = format
-        self.storage_dims = storage_dims
+    def __init__(self, view_dims: Sequence[int], data_type: int, strides: Sequence[int], offset: int,
+                 format: int, storage_dims: Sequence[int], data: Optional[DevicePtr]) -> None:
+        def norm_seq(v):
+            try:
+                return _int_tuple(v)
+            except Exception:
+                return v
+
+        def norm_int(v):
+            try:
+                return _as_int(v)
+            except Exception:
+                return v
+        self.view_dims = norm_seq(view_dims)
+        self.data_type = norm_int(data_type)
+        self.strides = norm_seq(strides)
+        self.offset = norm_int(offset)
+        self.format = norm_int(format)
+        self.storage_dims = norm_seq(storage_dims)
         self.data = data
         self.destroyed = False
 
+    def problem(self) -> Optional[str]:
+        """Why the current fields make no descriptor (see the class docstring), or None."""
+        return _field_problem(self.view_dims, self.data_type, self.strides, self.offset, self.format,
+                              self.storage_dims, self.data)
+
     # the attributes validation reads (shared with the NumPy layer's descriptors)
     @property
-    def shape(self):
+    def shape(self) -> tuple:
         return self.view_dims
 
     @property
-    def numel(self):
+    def numel(self) -> int:
         n = 1
         for d in self.view_dims:
             n *= d
         return n
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
         return ITEMSIZE.get(self.data_type, 1)
 
-    def extent(self):
+    def extent(self) -> int:
         """Elements from the storage start to one past the view's last element (0 if the view is empty)."""
         if any(d <= 0 for d in self.view_dims):
             return 0
         return self.offset + sum((d - 1) * s for d, s in zip(self.view_dims, self.strides)) + 1
 
-    def memory_problem(self):
+    def memory_problem(self) -> Optional[str]:
         """Why this view cannot be read or written safely, or None.  (Rule 8, one tensor.)"""
+        bad = self.problem()
+        if bad:
+            return bad
         dims, strides = self.view_dims, self.strides
         if any(s < 0 for s in strides):
             return f"strides {list(strides)} contain a negative value; expected strides >= 0"
@@ -115,14 +169,14 @@ class aclTensor:
             return "it has no device buffer (tensor_data is None); expected a buffer holding its storage"
         return None
 
-    def byte_span(self):
+    def byte_span(self) -> Optional[tuple]:
         """(allocation id, first byte, one past last byte) of the view, or None if it touches no memory."""
         if self.data is None or self.numel == 0:
             return None
         first = self.data.offset + self.offset * self.itemsize
         return (self.data.allocation_id, first, first + (self.extent() - self.offset) * self.itemsize)
 
-    def is_contiguous(self):
+    def is_contiguous(self) -> bool:
         if self.numel == 0:
             return True  # an empty view has no element to be out of place
         expected = 1
@@ -132,7 +186,7 @@ class aclTensor:
             expected *= d
         return True
 
-    def kernel_operand(self):
+    def kernel_operand(self) -> tuple:
         """(address of element [0,...], byte strides..., dtype) for the kernels.  The memory rules
         must have passed; the caller keeps ``self.data``'s array alive while the kernel runs."""
         base = self.data.array() if self.data is not None and self.numel else None
@@ -141,6 +195,8 @@ class aclTensor:
 
     def __repr__(self):
         state = " destroyed" if self.destroyed else ""
+        if self.problem():
+            return f"<aclTensor{state} invalid>"
         from .enums import dtype_name, format_name
         return (f"<aclTensor{state} dims={list(self.view_dims)} dtype={dtype_name(self.data_type)} "
                 f"strides={list(self.strides)} offset={self.offset} format={format_name(self.format)}>")
@@ -154,22 +210,28 @@ def _contiguous_strides(dims):
     return tuple(reversed(strides))
 
 
-def aclCreateTensor(view_dims, data_type, strides, offset, format, storage_dims, tensor_data):
+@never_raises(ACL_ERROR_INVALID_PARAM, lambda rc: None)
+def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[Sequence[int]], offset: int,
+                    format: int, storage_dims: Optional[Sequence[int]],
+                    tensor_data: Optional[DevicePtr]) -> Optional[aclTensor]:
     """Create a descriptor.  Returns an aclTensor, or None (and records a message) for bad arguments.
 
     strides and offset count elements; ``strides=None`` means contiguous; ``storage_dims=None`` means
     just big enough for the view.  Values are checked when an operator uses the tensor, not here,
-    except what makes a descriptor meaningless (non-integers, mismatched lengths, a non-pointer buffer).
+    except what makes a descriptor meaningless (non-integers, bools, floats, mismatched lengths, a buffer
+    that is not a pointer from aclrtMalloc).
     """
     try:
         dims = _int_tuple(view_dims)
     except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: view_dims is {view_dims!r}; expected a sequence of int64")
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: view_dims is {safe_repr(view_dims)}; "
+                  "expected a sequence of int64")
         return None
     try:
         strides_t = _contiguous_strides(dims) if strides is None else _int_tuple(strides)
     except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: strides is {strides!r}; expected a sequence of int64")
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: strides is {safe_repr(strides)}; "
+                  "expected a sequence of int64")
         return None
     if len(strides_t) != len(dims):
         set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: strides has {len(strides_t)} entries for "
@@ -180,27 +242,31 @@ def aclCreateTensor(view_dims, data_type, strides, offset, format, storage_dims,
         dt = _as_int(data_type)
         fmt = _as_int(format)
     except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: data_type {data_type!r}, offset {offset!r} and "
-                  f"format {format!r} must be int64 values")
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: data_type {safe_repr(data_type)}, offset "
+                  f"{safe_repr(offset)} and format {safe_repr(format)} must be int64 values")
         return None
     try:
         if storage_dims is None:
             tmp = aclTensor(dims, dt, strides_t, off, fmt, (), None)
             storage = (tmp.extent(),)
+            _as_int(storage[0])
         else:
             storage = _int_tuple(storage_dims)
     except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: storage_dims is {storage_dims!r}; "
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: storage_dims is {safe_repr(storage_dims)}; "
                   "expected a sequence of int64")
         return None
-    if tensor_data is not None and not isinstance(tensor_data, DevicePtr):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: tensor_data is a {type(tensor_data).__name__}; "
+    if tensor_data is not None and not is_device_ptr(tensor_data):
+        what = ("a DevicePtr not made by aclrtMalloc" if isinstance(tensor_data, DevicePtr)
+                else f"a {type(tensor_data).__name__}")
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: tensor_data is {what}; "
                   "expected a device pointer from aclrtMalloc (or None)")
         return None
     return aclTensor(dims, dt, strides_t, off, fmt, storage, tensor_data)
 
 
-def aclDestroyTensor(tensor):
+@never_raises(ACLNN_ERR_INNER)
+def aclDestroyTensor(tensor: aclTensor) -> int:
     """Mark a descriptor destroyed.  None -> 161001; a non-descriptor or a second destroy -> 161002."""
     from .status import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
     if tensor is None:

@@ -9,10 +9,14 @@ when it is missing)::
 
 The emulation keywords are those of ``pyconvtbc.conv_tbc_backward``: ``cube_math_type`` (0-3 or a name such
 as ``"USE_HF32"``), ``grad_weight_dtype``, ``soc``, ``deterministic``, ``num_threads``, ``hf32_rounding``,
-``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``.  An 8-bit ``grad_weight_dtype`` (``"hifloat8"``,
+``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``, ``block_size``, ``order_seed``.
+An 8-bit ``grad_weight_dtype`` (``"hifloat8"``,
 ``"float8_e4m3fn"``) is decoded back to the weight's dtype, so ``weight.grad`` holds exactly the values the
 NPU's 8-bit gradWeight represents.  Tensors on another device are computed on the CPU and moved back.
-The backward is not itself differentiable (no double backward).
+Tensors of any strides are accepted (the forward reads contiguous copies where torch needs them; the backward
+reads any strides).  ``pad`` and the tensor dtypes (float32, float16, bfloat16; not float64) are checked when
+the forward is called.  The backward is not itself differentiable: differentiating it (double backward, after
+``create_graph=True``) raises RuntimeError.
 """
 from __future__ import annotations
 
@@ -25,17 +29,22 @@ import numpy as np
 
 import ml_dtypes
 
+from typing import Any, Dict, Optional, Tuple
+
+from ._validation import PAD_MAX
 from .api import conv_tbc_backward
 from .codecs import hif8_decode
 from .enums import CubeMathType
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError
 
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
 EMULATION_KEYWORDS = ("cube_math_type", "grad_weight_dtype", "soc", "deterministic", "num_threads",
-                      "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate")
+                      "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate", "accumulation",
+                      "block_size", "order_seed")
 
 
-def _check_emulation(emulation):
+def _check_emulation(emulation: Dict[str, Any]) -> Dict[str, Any]:
     """Validated copy of the emulation keywords (names checked; cube_math_type names resolved)."""
     unknown = sorted(set(emulation) - set(EMULATION_KEYWORDS))
     if unknown:
@@ -77,46 +86,130 @@ def _to_torch(a, like):
     return t.to(dtype=like.dtype, device=like.device)
 
 
+_DOUBLE_BACKWARD = (b"pyconvtbc.torch.conv_tbc: double backward is not supported: the emulated NPU backward is "
+                    b"not differentiable (its gradients were computed outside autograd), so a gradient of them "
+                    b"would silently lack the second-order terms; differentiate torch.conv_tbc for that")
+
+
 class _ConvTBCFunction(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, bias, pad, emulation):
         ctx.save_for_backward(input, weight, bias)
         ctx.pad = pad
         ctx.emulation = emulation
-        return _torch.conv_tbc(input, weight, bias, pad)
+        # torch's conv_tbc needs contiguous operands (it views them); the backward reads any strides
+        return _torch.conv_tbc(input.contiguous(), weight.contiguous(), bias.contiguous(), pad)
 
     @staticmethod
-    @_torch.autograd.function.once_differentiable
     def backward(ctx, grad_output):
         input, weight, bias = ctx.saved_tensors
         gi, gw, gb = conv_tbc_backward(_to_numpy(grad_output), _to_numpy(input), _to_numpy(weight),
                                        _to_numpy(bias), ctx.pad, **ctx.emulation)
         need = ctx.needs_input_grad
-        return (_to_torch(gi, input) if need[0] else None, _to_torch(gw, weight) if need[1] else None,
-                _to_torch(gb, bias) if need[2] else None, None, None)
+        grads = [_to_torch(gi, input) if need[0] else None, _to_torch(gw, weight) if need[1] else None,
+                 _to_torch(gb, bias) if need[2] else None]
+        # create_graph=True runs this with grad mode on: these gradients then depend on grad_output, input,
+        # weight and bias, but not through autograd.  Hand them out behind a node that raises when differentiated
+        # (as torch.autograd.function.once_differentiable does), never as silently constant values.
+        sources = [t for t in (grad_output, input, weight, bias) if t.requires_grad]
+        live = [g for g in grads if g is not None]
+        if _torch.is_grad_enabled() and sources and live:
+            # the node's inputs include the tensors the gradients depend on, so differentiating a gradient with
+            # respect to any of them reaches the node (and raises) instead of reading as "unused"
+            err = _torch._C._functions.DelayedError(_DOUBLE_BACKWARD, len(live) + len(sources))
+            wrapped = err(*[g.detach().requires_grad_() for g in live], *sources)
+            wrapped = list(wrapped) if isinstance(wrapped, (tuple, list)) else [wrapped]
+            grads = [wrapped.pop(0) if g is not None else None for g in grads]
+        return grads[0], grads[1], grads[2], None, None
 
 
-def conv_tbc(input, weight, bias, pad=0, **emulation):
+_DTYPES = (_torch.float32, _torch.float16, _torch.bfloat16)
+
+
+def _check_forward(input, weight, bias, pad):
+    for name, t in (("input", input), ("weight", weight), ("bias", bias)):
+        if not isinstance(t, _torch.Tensor):
+            raise TypeError(f"conv_tbc: {name} is a {type(t).__name__}; expected a torch.Tensor")
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"conv_tbc: {name} has dtype {t.dtype}; expected torch.float32, torch.float16 or "
+                            "torch.bfloat16 (the NPU operator has no float64 path: convert with .float())")
+    if isinstance(pad, bool) or not isinstance(pad, int):
+        raise TypeError(f"conv_tbc: pad is {pad!r}; expected an int")
+    if not 0 <= pad <= PAD_MAX:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: pad is {pad}; expected an integer in [0, {PAD_MAX}]")
+
+
+def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor", pad: int = 0,
+             **emulation: Any) -> "_torch.Tensor":
     """``torch.conv_tbc(input, weight, bias, pad)`` whose backward is pyconvtbc's emulated NPU backward.
 
-    input (T, B, Cin), weight (K, Cin, Cout), bias (Cout,); ``emulation``: keywords of
-    ``pyconvtbc.conv_tbc_backward`` (see the module docstring).  Bad emulation values raise
-    ``pyconvtbc.AclnnError`` (a ValueError) from the backward pass, with the operator's message.
+    Parameters
+    ----------
+    input : torch.Tensor
+        (T, B, Cin), float32, float16 or bfloat16, any strides, any device (the backward runs on the CPU).
+    weight : torch.Tensor
+        (K, Cin, Cout), same dtype as ``input``.
+    bias : torch.Tensor
+        (Cout,), same dtype as ``input``.
+    pad : int, optional
+        Zero padding at both ends of the time axis, in [0, 255].  Default 0.
+    **emulation
+        Keywords of ``pyconvtbc.conv_tbc_backward``: ``cube_math_type`` (0-3 or a name such as
+        ``"USE_HF32"``), ``grad_weight_dtype``, ``soc``, ``deterministic``, ``num_threads``, ``hf32_rounding``,
+        ``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``, ``block_size``,
+        ``order_seed``.
+
+    Returns
+    -------
+    torch.Tensor
+        (T + 2*pad - K + 1, B, Cout): torch's forward.  Its backward gives ``input.grad``, ``weight.grad`` and
+        ``bias.grad`` as the emulated NPU computes them (an 8-bit ``grad_weight_dtype`` decoded to the
+        weight's dtype).
+
+    Raises
+    ------
+    TypeError
+        An unknown emulation keyword, a non-int ``pad``, a non-tensor or a tensor of another dtype (float64).
+    ValueError
+        A ``cube_math_type`` name that does not exist.
+    pyconvtbc.AclnnError
+        ``pad`` outside [0, 255] (status 161002), here; other bad emulation values from the backward pass, with
+        the operator's status and message.
+    RuntimeError
+        From a double backward (differentiating the gradients after ``create_graph=True``): not supported.
     """
-    if isinstance(pad, bool) or not isinstance(pad, int):
-        raise TypeError(f"pad is {pad!r}; expected an int")
+    _check_forward(input, weight, bias, pad)
     return _ConvTBCFunction.apply(input, weight, bias, pad, _check_emulation(emulation))
 
 
 class ConvTBC(_torch.nn.Module):
     """fairseq's ``ConvTBC`` (1-D convolution over (T, B, C) input) with an emulated NPU backward.
 
-    ``ConvTBC(in_channels, out_channels, kernel_size, padding=0, **emulation)``: weight (K, Cin, Cout) with
-    Xavier-normal initialisation and a zero bias, as fairseq.  ``emulation`` as for ``conv_tbc``; change it
-    later through the ``emulation`` attribute (a dict).
+    Weight (K, Cin, Cout) with Xavier-normal initialisation and a zero bias, as fairseq.
+
+    Parameters
+    ----------
+    in_channels : int
+        Cin, >= 1.
+    out_channels : int
+        Cout, >= 1.
+    kernel_size : int
+        K, >= 1.
+    padding : int, optional
+        Zero padding at both ends of the time axis, in [0, 255] (checked at the forward call).  Default 0.
+    **emulation
+        As for ``conv_tbc``; change them later through the ``emulation`` attribute (a dict).
+
+    Raises
+    ------
+    ValueError
+        A size that is not an int in range, or a ``cube_math_type`` name that does not exist.
+    TypeError
+        An unknown emulation keyword.
     """
 
-    def __init__(self, in_channels, out_channels, kernel_size, padding=0, **emulation):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, padding: int = 0,
+                 **emulation: Any) -> None:
         super().__init__()
         for name, v, lo in (("in_channels", in_channels, 1), ("out_channels", out_channels, 1),
                             ("kernel_size", kernel_size, 1), ("padding", padding, 0)):
@@ -131,17 +224,20 @@ class ConvTBC(_torch.nn.Module):
         self.bias = _torch.nn.Parameter(_torch.empty(out_channels))
         self.reset_parameters()
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
+        """Xavier-normal weight, zero bias (fairseq's initialisation)."""
         _torch.nn.init.xavier_normal_(self.weight)
         _torch.nn.init.zeros_(self.bias)
 
-    def conv_tbc(self, input):
-        return conv_tbc(input.contiguous(), self.weight, self.bias, self.padding[0], **self.emulation)
+    def conv_tbc(self, input: "_torch.Tensor") -> "_torch.Tensor":
+        """``conv_tbc(input, self.weight, self.bias, padding, **self.emulation)``; see ``conv_tbc``."""
+        return conv_tbc(input, self.weight, self.bias, self.padding[0], **self.emulation)
 
-    def forward(self, input):
+    def forward(self, input: "_torch.Tensor") -> "_torch.Tensor":
+        """input (T, B, Cin) -> (T + 2*padding - K + 1, B, Cout).  Raises as ``conv_tbc``."""
         return self.conv_tbc(input)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         emu = ", ".join(f"{k}={v!r}" for k, v in self.emulation.items())
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, padding={self.padding}"
                 + (f", {emu}" if emu else ""))

@@ -473,9 +473,7 @@ def model_phase1(sc):
     dt = {n: recs[n]["dtype"] for n in NAMES}
     for n in NAMES:
         allowed = set(FLOATS)
-        if not has_bf16 and n not in ("bias", "gradBias"):
-            allowed.discard(BF16)
-        if n == "gradBias" and not has_bf16 and dt["bias"] != BF16:
+        if not has_bf16 and n != "bias":  # gradBias takes the chip's list: a BF16 bias fails at gradBias
             allowed.discard(BF16)
         if n == "gradWeight":
             allowed |= {HIF8, E4M3}
@@ -907,7 +905,7 @@ def numpy_property(d, stats=None):
         expect = NULLPTR
     elif bad_obj is not None or bad_kw or bad_dtype or bad_shape:
         expect = INVALID
-    elif soc_name == "ascend910" and any(c == BF16 for c in codes[:3]):
+    elif soc_name == "ascend910" and any(c == BF16 for c in codes[:4]):  # bias too: gradBias takes bias's dtype
         expect = INVALID
     elif compute_of(soc_name, codes[:3], kw["cube_math_type"]) is None:
         expect = INVALID

@@ -100,12 +100,28 @@ def test_ascend910_has_no_bf16(name):
     expect(_retype(fresh(), name, pc.ACL_BF16), INVALID, name, "BF16", "ascend910")
 
 
-def test_ascend910_bf16_bias_and_grad_bias_allowed():
+def test_ascend910_bf16_bias_fails_at_grad_bias():
+    # the real checker: bias may be BF16, but gradBias takes the chip's list {FLOAT, FLOAT16} and must equal
+    # bias's dtype, so a BF16 bias fails at gradBias (rule 2)
     pc.set_soc_version("ascend910")
     dy, x, w, b = make_problem()
     t, _ = acl_problem(dy, x, w, b.astype(ml_dtypes.bfloat16))
-    rc, _, _ = phase1(t, cube=1)
-    assert rc == 0, pc.aclGetRecentErrMsg()
+    msg = expect(t, INVALID, "gradBias has data type BF16", "expected one of FLOAT, FLOAT16 on ascend910", cube=1)
+    assert "bias has" not in msg.replace("gradBias has", "")
+
+
+def test_ascend910_bf16_bias_with_fp32_grad_bias_fails_at_rule_7():
+    pc.set_soc_version("ascend910")
+    t = fresh()
+    _retype(t, "bias", pc.ACL_BF16)
+    expect(t, INVALID, "gradBias has data type FLOAT (0)", "expected bias's, BF16", cube=1)
+
+
+def test_ascend910_bf16_bias_numpy_layer():
+    dy, x, w, b = make_problem()
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, w, b.astype(ml_dtypes.bfloat16), 1, cube_math_type=1, soc="ascend910")
+    assert e.value.status == INVALID and "BF16" in e.value.message and "ascend910" in e.value.message
 
 
 # ---- rule 3 -------------------------------------------------------------------------------------
@@ -327,19 +343,22 @@ def test_numpy_layer_codes_and_messages():
     assert e.value.status == NULLPTR and "input" in e.value.message
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x.astype(np.float64), w, b, 1)
-    assert e.value.status == INVALID and "input has data type DOUBLE (11)" in e.value.message
+    # the NumPy layer names the NumPy dtype seen (and its aclDataType) and the NumPy dtypes expected
+    assert e.value.status == INVALID and ("input has dtype float64 (aclDataType DOUBLE); expected float32, "
+                                          "float16 or bfloat16") in e.value.message
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x, w, b, 256)
     assert e.value.status == INVALID and "pad is 256" in str(e.value)
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x, w, b, 1, grad_weight_dtype="int7")
-    assert e.value.status == INVALID and "gradWeight" in e.value.message and "int7" in e.value.message
+    assert e.value.status == INVALID and "grad_weight_dtype is 'int7'" in e.value.message
+    assert "gradWeight" not in e.value.message
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x, w, b, 1, grad_weight_dtype="float16")
-    assert e.value.status == INVALID and "gradWeight has data type FLOAT16" in e.value.message
+    assert e.value.status == INVALID and "grad_weight_dtype is 'float16' (aclDataType FLOAT16)" in e.value.message
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward([[[1.0]]], x, w, b, 1)
-    assert e.value.status == INVALID and "self is a list; expected a NumPy array" in e.value.message
+    assert e.value.status == INVALID and "grad_output is a list; expected a NumPy array" in e.value.message
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x, w, b, 1, soc="ascend999")
     assert e.value.status == INVALID and "ascend999" in e.value.message

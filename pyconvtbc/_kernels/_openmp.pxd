@@ -11,6 +11,7 @@ cdef extern from *:
     static inline int omp_get_thread_num(void) { return 0; }
     static inline int omp_get_num_threads(void) { return 1; }
     static inline int omp_get_num_procs(void) { return 1; }
+    static inline void omp_set_num_threads(int n) { (void)n; }
     #endif
     /* An orphaned barrier: called from inside a parallel region (e.g. between two prange loops of one
      * Cython `parallel()` block, whose loops end without one) it binds to that region; serially a no-op. */
@@ -25,4 +26,5 @@ cdef extern from *:
     int omp_get_thread_num() noexcept nogil
     int omp_get_num_threads() noexcept nogil
     int omp_get_num_procs() noexcept nogil
+    void omp_set_num_threads(int n) noexcept nogil
     void pyconvtbc_omp_barrier() noexcept nogil
