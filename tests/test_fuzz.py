@@ -777,15 +777,18 @@ def _phase2(d, sc, rng, objs, bufs, streams, extra, ex, ws_size, stats):
     after = _snapshot(bufs)
     checked = _check_cann_results(sc, before, after, "CANN layer")
     stats["results checked" if checked else "results not compared (unusual bytes)"] += 1
-    if repeatable:          # a second run of a repeatable executor gives the same bits
+    if repeatable:          # a second run of a repeatable executor gives the same bits (when deterministic)
         for g, (ptr, size) in bufs.items():
             if g in after and any(recs[n]["group"] == g for n in OUTPUTS):
                 pc.aclrtMemcpy(ptr, size, before[g], size, pc.ACL_MEMCPY_HOST_TO_DEVICE)
         assert pc.aclnnConvTbcBackward(ws, claim, ex, stream) == OK
         assert pc.aclrtSynchronizeStream(stream) == OK
         again = _snapshot(bufs)
-        for g in after:
-            assert np.array_equal(again[g], after[g]), "a repeatable executor gave different bits"
+        if ex.plan.permutes:   # non-deterministic: a fresh order of gradWeight's per-item chains, still right
+            _check_cann_results(sc, before, again, "CANN layer, second run")
+        else:
+            for g in after:
+                assert np.array_equal(again[g], after[g]), "a repeatable executor gave different bits"
         assert pc.aclDestroyAclOpExecutor(ex) == 0
     else:                   # a single-use executor is used up
         assert pc.aclnnConvTbcBackward(ws, claim, ex, None) == INVALID
