@@ -72,10 +72,11 @@ def make_plan(info, dtypes, options, num_threads, deterministic, profile):
                 int(num_threads), bool(deterministic), ws, tuple(sorted(options.items())), options["order_seed"])
 
 
-def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size):
+def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size, cancel=None):
     """Call the kernels.  dy/x/w: (address, bs0, bs1, bs2, dtype); gi/gw/gb: (address, dtype).
 
     ws_address may be unaligned: it is rounded up here, within the WS_ALIGN slack phase 1 asked for.
+    cancel: None, or an int32 array of one element; nonzero stops the kernels (they then raise).
     """
     if plan.kernel_workspace:
         aligned = (ws_address + WS_ALIGN - 1) // WS_ALIGN * WS_ALIGN
@@ -84,7 +85,7 @@ def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size):
     else:
         ws_address, ws_size = 0, 0
     _conv_tbc.run(dy, x, w, gi, gw, gb, plan.shape, plan.mode, ws_address, ws_size,
-                  plan.num_threads, plan.deterministic, plan.order())
+                  plan.num_threads, plan.deterministic, plan.order(), cancel)
 
 
 def run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws):

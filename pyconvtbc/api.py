@@ -245,7 +245,8 @@ def _phase2(workspace, workspace_size, executor, stream):
         run_plan(plan, ops["self"], ops["input"], ops["weight"],
                  (ops["gradInput"][0], ops["gradInput"][-1]), (ops["gradWeight"][0], ops["gradWeight"][-1]),
                  (ops["gradBias"][0], ops["gradBias"][-1]),
-                 0 if ws_arr is None else ws_arr.ctypes.data, 0 if ws_arr is None else int(workspace_size))
+                 0 if ws_arr is None else ws_arr.ctypes.data, 0 if ws_arr is None else int(workspace_size),
+                 s.cancel_flag)
         del keep[:]
         return None
 

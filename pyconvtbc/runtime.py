@@ -209,6 +209,8 @@ class aclrtStream:
         self._error = None
         self._destroyed = False
         self._thread = None
+        # the running task's kernels poll this flag: nonzero stops them (aclrtSynchronizeStream interrupted)
+        self.cancel_flag = np.zeros(1, np.int32)
 
     @property
     def destroyed(self) -> bool:
@@ -237,9 +239,13 @@ class aclrtStream:
             self._run(task)
 
     def _run(self, task):
+        interrupted = None
         try:
             result = task()
             err = result if isinstance(result, tuple) and result and result[0] else None
+        except KeyboardInterrupt as e:  # only a task run inline, in the main thread: record it, then re-raise
+            err, interrupted = (ACL_ERROR_RT_INTERNAL_ERROR, "interrupted (KeyboardInterrupt); outputs partly "
+                                "written"), e
         except BaseException as e:  # a task must never kill the worker
             err = (ACL_ERROR_RT_INTERNAL_ERROR, f"{type(e).__name__}: {e}")
         with self._cv:
@@ -247,6 +253,23 @@ class aclrtStream:
                 self._error = err
             self._busy = False
             self._cv.notify_all()
+        if interrupted is not None:
+            raise interrupted
+
+    def _cancel(self):
+        """Drop the queued tasks and stop the running one at its next kernel boundary (after an interrupt in
+        synchronize); record the cancellation as the stream's failure, reported by the next synchronize."""
+        with self._cv:
+            dropped = len(self._queue)
+            self._queue.clear()
+            if self._busy:
+                self.cancel_flag[0] = 1
+            if self._error is None and (dropped or self._busy):
+                self._error = (ACL_ERROR_RT_INTERNAL_ERROR, f"cancelled by an interrupt ({dropped} queued task(s) "
+                               "dropped, the running one stopped); their outputs are partly written")
+            while self._busy:
+                self._cv.wait()
+            self.cancel_flag[0] = 0
 
     def _worker(self):
         while True:
@@ -261,11 +284,16 @@ class aclrtStream:
             self._run(task)
 
     def synchronize(self) -> Optional[tuple]:
-        """Wait until every queued task has run; return and clear the first recorded failure."""
-        with self._cv:
-            while self._queue or self._busy:
-                self._cv.wait()
-            err, self._error = self._error, None
+        """Wait until every queued task has run; return and clear the first recorded failure.  An interrupt
+        (KeyboardInterrupt) while waiting cancels the stream's work (``_cancel``) and is re-raised."""
+        try:
+            with self._cv:
+                while self._queue or self._busy:
+                    self._cv.wait()
+                err, self._error = self._error, None
+        except KeyboardInterrupt:
+            self._cancel()
+            raise
         return err
 
     def _destroy(self):

@@ -60,3 +60,44 @@ def test_cancel_flag_stops_a_kernel_call(long_problem):
     assert time.perf_counter() - t0 < DELAY + BOUND
     with pytest.raises(ValueError):
         K.run_arrays(dy, x, w, *outs, (0,) * 6, shape, mode, ws, 2, True, None, np.zeros(1, np.float64))
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_sigint_in_synchronize_cancels_the_stream_work(long_problem):
+    """CANN layer: Ctrl-C while aclrtSynchronizeStream waits stops the running task at its next kernel boundary,
+    drops the queued ones, re-raises KeyboardInterrupt; the next synchronize reports the cancellation, and the
+    stream is usable again."""
+    from conftest import device_tensor
+    dy, x, w, b = long_problem
+    ins = [device_tensor(a)[0] for a in (dy, x, w, b)]
+    outs = [device_tensor(np.zeros_like(a))[0] for a in (x, w, b)]
+    rc, ws_size, ex = pc.aclnnConvTbcBackwardGetWorkspaceSize(*ins, 0, 0, *outs)
+    assert rc == 0, pc.aclGetRecentErrMsg()
+    assert pc.aclSetAclOpExecutorRepeatable(ex) == 0
+    rc, ws = pc.aclrtMalloc(ws_size)
+    rc, stream = pc.aclrtCreateStream()
+    for _ in range(2):                       # one running, one queued
+        assert pc.aclnnConvTbcBackward(ws, ws_size, ex, stream) == 0
+    timer = threading.Timer(DELAY, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pc.aclrtSynchronizeStream(stream)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < DELAY + BOUND
+    assert stream.idle()
+    assert pc.aclrtSynchronizeStream(stream) != 0 and "cancelled" in pc.aclGetRecentErrMsg()
+    assert pc.aclrtSynchronizeStream(stream) == 0
+    # usable again: a small problem on the same stream
+    sdy, sx = dy[:4, :1, :3].copy(), x[:67, :1, :2].copy()       # T_in 67, K 64: T_out 4
+    sw, sb = w[:, :2, :3].copy(), b[:3].copy()
+    sins = [device_tensor(a)[0] for a in (sdy, sx, sw, sb)]
+    souts = [device_tensor(np.zeros_like(a))[0] for a in (sx, sw, sb)]
+    rc, n2, ex2 = pc.aclnnConvTbcBackwardGetWorkspaceSize(*sins, 0, 0, *souts)
+    assert rc == 0, pc.aclGetRecentErrMsg()
+    ws2 = pc.aclrtMalloc(n2)[1] if n2 else None
+    assert pc.aclnnConvTbcBackward(ws2, n2, ex2, stream) == 0
+    assert pc.aclrtSynchronizeStream(stream) == 0
+    assert pc.aclrtDestroyStream(stream) == 0
