@@ -1,7 +1,8 @@
 """SoC profiles, the cubeMathType -> compute-precision table, and the emulation options.
 
-SEMANTICS.md section 3 is implemented here and nowhere else.  A profile decides: which data types
-exist, which cubeMathType values are errors, the HF32 mantissa width, and the default determinism.
+The chips and the cubeMathType table (docs/semantics.md, section 3) are implemented here and nowhere else.
+A profile decides: which data types exist, which cubeMathType values are errors, the HF32 mantissa width, the
+default determinism and the order of the cube's partial sums (docs/precision.md, "Accumulation model").
 """
 import os
 import threading
@@ -120,7 +121,7 @@ def get_profile(name=None):
     return PROFILES[_check_soc(name) if name is not None else get_soc_version()]
 
 
-# ---- emulation options beyond CANN (API.md section 1) -------------------------------------------
+# ---- emulation options beyond CANN (docs/precision.md, "Emulation options") ---------------------------
 _DEFAULT_OPTIONS = {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
                     "hif8_rounding": "ta", "saturate": False,
                     "accumulation": "cube", "block_size": None, "order_seed": None}
