@@ -29,10 +29,16 @@
 
 enum { CT_ACC_SEQ = 0, CT_ACC_CUBE = 1, CT_ACC_WIDE = 2, CT_ACC_RZ = 3 };
 
-/* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero */
+/* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero (then f is
+ * not 0, and its bit pattern minus one is the next float toward zero: FLT_MAX for an infinity) */
 static inline float ct_f64_to_f32_rz(double d) {
     float f = (float)d;
-    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+    if (fabs((double)f) > fabs(d)) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        u -= 1;
+        memcpy(&f, &u, 4);
+    }
     return f;
 }
 static inline float ct_wide_round(int form, double d) { return form == CT_ACC_RZ ? ct_f64_to_f32_rz(d) : (float)d; }
