@@ -400,6 +400,42 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
     }
 }
 
+/* The part of a gw task that one row chunk [q0, q1) of its chains makes: for every (co panel, tap k, ci panel),
+ * the chain of tap k over its rows in the chunk.  Row u of a chain (a t for layout 0, a position r for layout
+ * 1; the chain spans [cs0, cs1)) is DY panel row yb + u*st; tap k reads X panel row xb + (u + (k-pad)*U)*st,
+ * U being the rows per time step (1, or B).  A chain's value is carried in the chain tile cc from chunk to chunk
+ * and added into the task tile at its last row. */
+typedef struct {
+    int64_t k0, G, I0, I1, C0, C1;   /* the task */
+    float *cb, *cc;                  /* task tile (ld, tile) and chain tile (lcc, tcc; NULL: chains fit a chunk) */
+    int64_t ld, tile, lcc, tcc;
+} ct_gw_tile;
+
+static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
+                         int64_t U, int64_t st, int64_t xb, int64_t yb) {
+    int64_t k0b = P->k0;
+    for (int64_t co = T->C0; co < T->C1; co += CT_PO) {
+        int64_t wq = ct_min(CT_PO, P->Cout - co);
+        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + yb * wq;
+        for (int64_t k = T->k0; k < T->k0 + T->G; k++) {
+            int64_t ca = ct_max(cs0, ct_max(0, P->pad - k) * U);              /* the chain's rows for tap k */
+            int64_t cz = ct_min(cs1, ct_min(P->T_out, P->T_in + P->pad - k) * U);
+            int64_t a = ct_max(q0, ca), z = ct_min(q1, cz);
+            if (a >= z) continue;
+            int64_t first = ct_min(z - a, k0b - a % k0b);                   /* blocks aligned at row 0 */
+            int cin = a > ca, fin = z == cz || !T->cc;
+            for (int64_t ci = T->I0; ci < T->I1; ci += CT_PX) {
+                int64_t wi = ct_min(CT_PX, P->Cin - ci);
+                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (xb + (a + (k - P->pad) * U) * st) * wi;
+                int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
+                ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + a * st * wq, st * wq, z - a, first,
+                           fin ? T->cb + kt * T->tile + o : NULL, T->ld,
+                           T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc, cin);
+            }
+        }
+    }
+}
+
 /* gw task (cube model): k in [k0, k0+G) x ci [I0, I1) x co [C0, C1), and (layout 1 with pieces) one piece. */
 static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     float *cbase = cb;                           /* the thread's buffer: task tile, then the chain tile */
@@ -408,98 +444,61 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     int64_t per_k = P->n_gw_ib * P->n_gw_ob;
     int64_t kg = task / per_k, rem = task % per_k;
     int64_t ib = rem / P->n_gw_ob, ob = rem % P->n_gw_ob;
-    int64_t k0 = kg * P->gw_kg, G = ct_min(P->gw_kg, P->K - k0);
-    int64_t I0 = ib * P->gw_mc, I1 = ct_min(P->Cin, I0 + P->gw_mc);
-    int64_t C0 = ob * P->gw_nc, C1 = ct_min(P->Cout, C0 + P->gw_nc), nc = C1 - C0;
-    int64_t ld = P->gw_ld, tile = (I1 - I0) * ld;
+    ct_gw_tile T;
+    T.k0 = kg * P->gw_kg; T.G = ct_min(P->gw_kg, P->K - T.k0);
+    T.I0 = ib * P->gw_mc; T.I1 = ct_min(P->Cin, T.I0 + P->gw_mc);
+    T.C0 = ob * P->gw_nc; T.C1 = ct_min(P->Cout, T.C0 + P->gw_nc);
+    int64_t nc = T.C1 - T.C0;
+    T.cb = cb; T.ld = P->gw_ld; T.tile = (T.I1 - T.I0) * T.ld;
     int direct = P->gw_dt == CT_DT_F32;
     if (P->gw_pieces > 1) {                      /* this piece's sums, in the piece buffer (gw layout) */
-        cb = P->pcb + piece * P->K * P->Cin * P->Cout + (k0 * P->Cin + I0) * P->Cout + C0;
-        ld = P->Cout;
-        tile = P->Cin * P->Cout;
+        T.cb = P->pcb + piece * P->K * P->Cin * P->Cout + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
+        T.ld = P->Cout;
+        T.tile = P->Cin * P->Cout;
     } else if (direct) {
-        cb = (float *)P->gw + (k0 * P->Cin + I0) * P->Cout + C0;
-        ld = P->Cout;
-        tile = P->Cin * P->Cout;
+        T.cb = (float *)P->gw + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
+        T.ld = P->Cout;
+        T.tile = P->Cin * P->Cout;
     }
-    for (int64_t kk = 0; kk < G; kk++) ct_tile_zero(cb + kk * tile, I1 - I0, nc, ld);
+    for (int64_t kk = 0; kk < T.G; kk++) ct_tile_zero(T.cb + kk * T.tile, T.I1 - T.I0, nc, T.ld);
     if (P->Xp) {
         /* Chains are cut into chunks of CH rows (whole blocks) so that a chunk's rows stay in cache while every
-         * (co, k, ci) of the task reads them; a chain's value is carried from chunk to chunk in the thread's
-         * chain tile cc (same geometry as the task tile), then added into the output. */
+         * (co, k, ci) of the task reads them. */
         int64_t B = P->B, k0b = P->k0, CH = ct_max(1, CT_KCW / k0b) * k0b;
-        float *cc = P->cbuf ? cbase + P->gw_ctile_off : NULL;
-        int64_t lcc = P->gw_ld, tcc = P->gw_mc * P->gw_ld;
-        if (P->layout == 0) {
+        T.cc = P->cbuf ? cbase + P->gw_ctile_off : NULL;
+        T.lcc = P->gw_ld;
+        T.tcc = P->gw_mc * P->gw_ld;
+        if (P->layout == 0) {                    /* one chain per batch item, over t, in the order perm */
             for (int64_t bi = 0; bi < B; bi++) {
                 int64_t b = P->perm ? P->perm[bi] : bi;
-                if (ct_stop(P)) return;
-                /* row of (t, b): b-major panels b*T + t (B > 1), else t (B == 1: the same rows) */
+                /* row of (t, b): b-major panels b*T + t (B > 1), else t*B + b (B == 1: the same rows) */
                 int64_t xb = P->bmajor ? b * P->T_in : b, yb = P->bmajor ? b * P->T_out : b;
-                int64_t st = P->bmajor ? 1 : B;
                 for (int64_t t0 = 0; t0 < P->T_out; t0 += CH) {
-                    int64_t t1 = ct_min(P->T_out, t0 + CH);
-                    for (int64_t co = C0; co < C1; co += CT_PO) {
-                        int64_t wq = ct_min(CT_PO, P->Cout - co);
-                        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + yb * wq;
-                        for (int64_t k = k0; k < k0 + G; k++) {
-                            int64_t ta = ct_max(0, P->pad - k), tb = ct_min(P->T_out, P->T_in + P->pad - k);
-                            int64_t a = ct_max(t0, ta), z = ct_min(t1, tb);
-                            if (a >= z) continue;
-                            int64_t first = ct_min(z - a, k0b - a % k0b);
-                            int cin = a > ta, fin = z == tb || !cc;
-                            for (int64_t ci = I0; ci < I1; ci += CT_PX) {
-                                int64_t wi = ct_min(CT_PX, P->Cin - ci);
-                                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + ((a + k - P->pad) * st + xb) * wi;
-                                int64_t o = (ci - I0) * lcc + (co - C0);
-                                ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + a * st * wq, st * wq, z - a, first,
-                                           fin ? cb + (k - k0) * tile + (ci - I0) * ld + (co - C0) : NULL, ld,
-                                           cc ? cc + (k - k0) * tcc + o : NULL, lcc, cin);
-                            }
-                        }
-                    }
+                    if (ct_stop(P)) return;
+                    ct_gwc_chunk(P, &T, t0, ct_min(P->T_out, t0 + CH), 0, P->T_out, 1, P->bmajor ? 1 : B, xb, yb);
                 }
             }
-        } else {
+        } else {                                 /* positions t*B + b: this piece's segments, each a chain */
             int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->gw_pieces;
             int64_t r0 = (piece * nB / Pn) * k0b, r1 = ct_min(P->RO, ((piece + 1) * nB / Pn) * k0b);
             int64_t seg = P->gw_seg * k0b;                               /* rows per segment */
             for (int64_t s0 = r0; s0 < r1; s0 += seg) {
                 int64_t s1 = ct_min(r1, s0 + seg);
                 for (int64_t q0 = s0; q0 < s1; q0 += CH) {
-                    int64_t q1 = ct_min(s1, q0 + CH);
                     if (ct_stop(P)) return;
-                    for (int64_t co = C0; co < C1; co += CT_PO) {
-                        int64_t wq = ct_min(CT_PO, P->Cout - co);
-                        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO;
-                        for (int64_t k = k0; k < k0 + G; k++) {
-                            int64_t ca = ct_max(s0, ct_max(0, P->pad - k) * B);      /* the chain's rows */
-                            int64_t cz = ct_min(s1, ct_min(P->T_out, P->T_in + P->pad - k) * B);
-                            int64_t a = ct_max(q0, ca), z = ct_min(q1, cz);
-                            if (a >= z) continue;
-                            int64_t first = ct_min(z - a, k0b - a % k0b);
-                            int cin = a > ca, fin = z == cz || !cc;
-                            for (int64_t ci = I0; ci < I1; ci += CT_PX) {
-                                int64_t wi = ct_min(CT_PX, P->Cin - ci);
-                                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (a + (k - P->pad) * B) * wi;
-                                int64_t o = (ci - I0) * lcc + (co - C0);
-                                ct_gwc_ukr(P, wi, wq, Ap, wi, Bq + a * wq, wq, z - a, first,
-                                           fin ? cb + (k - k0) * tile + (ci - I0) * ld + (co - C0) : NULL, ld,
-                                           cc ? cc + (k - k0) * tcc + o : NULL, lcc, cin);
-                            }
-                        }
-                    }
+                    ct_gwc_chunk(P, &T, q0, ct_min(s1, q0 + CH), s0, s1, B, 1, 0, 0);
                 }
             }
         }
     }
     if (direct || P->gw_pieces > 1) return;
     int64_t es = ct_dt_size(P->gw_dt);
-    for (int64_t kk = 0; kk < G; kk++) {
-        int64_t k = k0 + kk;
-        for (int64_t ci = I0; ci < I1; ci++)
-            ct_store_row(P->isa, cb + kk * tile + (ci - I0) * ld, nc, P->gw + ((k * P->Cin + ci) * P->Cout + C0) * es,
-                         P->gw_dt, CT_C_FP32, P->hif8_rnd, P->saturate);
+    for (int64_t kk = 0; kk < T.G; kk++) {
+        int64_t k = T.k0 + kk;
+        for (int64_t ci = T.I0; ci < T.I1; ci++)
+            ct_store_row(P->isa, T.cb + kk * T.tile + (ci - T.I0) * T.ld, nc,
+                         P->gw + ((k * P->Cin + ci) * P->Cout + T.C0) * es, P->gw_dt, CT_C_FP32, P->hif8_rnd,
+                         P->saturate);
     }
 }
 
