@@ -109,3 +109,17 @@ def run_acl(t, pad=1, cube=0, stream=None):
     if rc:
         return rc
     return pc.aclrtSynchronizeStream(stream)
+
+
+def load_repo_module(relpath):
+    """Import a script of the repository that is not part of the package (.ci/, docs/) by its path; skip the
+    test when this tree does not have it (e.g. tests run from an sdist)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / relpath
+    if not path.exists():
+        pytest.skip(f"{relpath} is not in this tree")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

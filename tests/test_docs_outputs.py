@@ -2,7 +2,6 @@
 (.ci/doc_outputs.py), docs name no file outside the repository, their links resolve, and examples never
 overwrite files the repository tracks."""
 import hashlib
-import importlib.util
 import os
 import re
 import subprocess
@@ -11,18 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_repo_module
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _doc_outputs():
-    path = ROOT / ".ci" / "doc_outputs.py"
-    if not path.exists():
-        pytest.skip(".ci/doc_outputs.py is not in this tree")
-    spec = importlib.util.spec_from_file_location("doc_outputs", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_repo_module(".ci/doc_outputs.py")
 
 
 def test_documented_console_outputs_match_the_commands():

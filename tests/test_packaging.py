@@ -7,7 +7,6 @@ builds the real artifacts with ``python -m build`` and runs the whole suite agai
 """
 import doctest
 import importlib.machinery
-import importlib.util
 import inspect
 import os
 import re
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_repo_module
+
 import pyconvtbc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,13 +30,7 @@ SKIP_COPY = shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.o", "*.html", "__p
 
 
 def _load_check_build():
-    path = ROOT / ".ci" / "check_build.py"
-    if not path.exists():
-        pytest.skip(".ci/check_build.py is not in this tree")
-    spec = importlib.util.spec_from_file_location("check_build", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_repo_module(".ci/check_build.py")
 
 
 def _pyproject():

@@ -1,22 +1,17 @@
 """docs/studies.md cannot go stale: every generated block is what its workflow prints now, and every figure the
 page shows is produced by docs/make_studies.py."""
-import importlib.util
 import os
 import re
 
 import pytest
 
+from conftest import load_repo_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _generator():
-    path = os.path.join(ROOT, "docs", "make_studies.py")
-    if not os.path.exists(path):                 # e.g. tests run from an sdist without docs/
-        pytest.skip("docs/make_studies.py is not here")
-    spec = importlib.util.spec_from_file_location("make_studies", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_repo_module("docs/make_studies.py")
 
 
 def test_every_figure_and_block_of_the_page_has_a_producer():
