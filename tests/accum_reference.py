@@ -164,3 +164,42 @@ def grid(rng, shape, bits=6, emin=-6, emax=6):
     m = rng.integers(-(2 ** bits) + 1, 2 ** bits, size=shape)
     e = rng.integers(emin, emax + 1, size=shape)
     return (m * np.exp2(e)).astype(F32)
+
+
+def forward(x, w, bias, pad, form, k0):
+    """The forward's fp32 sums out[t, b, co] before the output rounding.  x (T_in, B, Cin), w (K, Cin, Cout) are
+    the rounded operands, bias the fp32 start values (Cout,) or None.  Cube forms: blocks (channel group of k0,
+    tap), group outer, tap inner, taps outside the sequence skipped, starting from the bias; "sequential": one
+    FMA chain from the bias, taps outer, channels inner."""
+    T_in, B, Cin = x.shape
+    K, _, Cout = w.shape
+    T_out = T_in + 2 * pad - K + 1
+    start = np.zeros((T_out, B, Cout), F32)
+    if bias is not None:
+        start[...] = np.asarray(bias, F32)[None, None, :]
+
+    def tap(k):
+        rows = np.arange(T_out) + k - pad
+        ok = (rows >= 0) & (rows < T_in)
+        return np.clip(rows, 0, max(T_in - 1, 0)), ok[:, None, None]
+
+    if T_in == 0 or Cin == 0:
+        return start
+    if form == "sequential":
+        acc = start
+        for k in range(K):
+            rr, ok = tap(k)
+            for ci in range(Cin):
+                new = (x[rr, :, ci][:, :, None].astype(F64) * w[k, ci, :][None, None, :] + acc).astype(F32)
+                acc = np.where(ok, new, acc)
+        return acc
+    ch = Chain((T_out, B, Cout), form)
+    ch.c = start
+    for g in range(-(-Cin // k0)):
+        for k in range(K):
+            rr, ok = tap(k)
+            blk = [(x[rr, :, ci][:, :, None], w[k, ci, :][None, None, :])
+                   for ci in range(g * k0, min(Cin, g * k0 + k0))]
+            if ok.any():
+                ch.block(blk, mask=ok)
+    return ch.c

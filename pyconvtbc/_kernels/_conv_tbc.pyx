@@ -74,6 +74,26 @@ cdef extern from "_conv_gemm.h" nogil:
     int ct_gw_pairs_on
 
 
+cdef extern from "_conv_fwd.h" nogil:
+    ctypedef struct ct_fwd:
+        ct_plan u
+        int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO
+        int compute, hbits, hrnd, hif8_rnd, saturate, acc, pre, isa
+        ct_src x, w
+        const float *bias
+        char *out
+        int out_dt
+        int64_t n_pack, n_comp, cbuf_stride, n_cbuf, nthreads_max, off_xp, off_wp, off_cbuf, total_floats
+        float *Xp
+        float *Wp
+        float *cbuf
+    int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
+                    int64_t nthreads, int acc, int64_t k0, int out_dt, int pre)
+    void ct_fwd_bind(ct_fwd *F)
+    void ct_fwd_pack_task(const ct_fwd *F, int64_t task)
+    void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb)
+
+
 cnp.import_array()
 
 cdef int _isa_max = ct_isa_supported()
@@ -478,6 +498,132 @@ cdef void _execute(ct_plan *P, int threads) noexcept nogil:
     if P.Cout > 0:
         ct_finish_gb(P)
     _stamp(4)
+
+
+
+# ---- the forward operator aclnnConvTbc (_conv_fwd.h) -------------------------------------------------------
+_FWD_OUT_DTYPES = (0, 1, 27, 34)
+
+
+cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
+    if len(shape) != 6:
+        raise ValueError(f"shape must be (T_in, B, Cin, Cout, K, pad), got {shape!r}")
+    if len(mode) != 8:
+        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate, acc, k0, "
+                         f"pre), got {mode!r}")
+    T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
+    compute, hbits, hrnd, hif8_rnd, saturate, acc, k0, pre = [int(v) for v in mode]
+    if compute < COMPUTE_FP32 or compute > COMPUTE_BF16:
+        raise ValueError(f"unknown compute precision {compute}")
+    if out_dt not in _FWD_OUT_DTYPES:
+        raise ValueError(f"out: unsupported dtype code {out_dt}")
+    if ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre) != 0:
+        raise ValueError(f"invalid or too large forward problem: shape {tuple(shape)!r}, mode {tuple(mode)!r}")
+    F.compute = compute
+    F.hbits = hbits
+    F.hrnd = hrnd
+    F.hif8_rnd = hif8_rnd
+    F.saturate = 1 if saturate else 0
+    return 0
+
+
+def forward_workspace_size(shape, mode, int out_dt, num_threads):
+    """Bytes of workspace ``run_forward`` needs (packed x and w, per-thread tiles)."""
+    cdef ct_fwd F
+    _fwd_plan(&F, shape, mode, num_threads, out_dt)
+    return 0 if F.total_floats == 0 else int(F.total_floats) * 4 + CT_ALIGN
+
+
+def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, cancel=None):
+    """The forward sums (docs/developer.md).  Releases the GIL for all the work.
+
+    x, w: (address, bs0, bs1, bs2, dtype) of (T_in, B, Cin) and (K, Cin, Cout), dtype FLOAT, FLOAT16 or BF16
+    (HiFloat8 inputs are decoded to FLOAT by the caller: the decoding is exact); bias: the address of Cout fp32
+    start values (C-contiguous), or 0 for none; out: (address, dtype) of a C-contiguous (T_out, B, Cout) array
+    (FLOAT, FLOAT16, BF16 or HIFLOAT8).  mode: (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate, acc,
+    k0, pre), pre the rounding of the fp32 sums before the cast (0 none, 2 FP16, 3 BF16).  cancel: as ``run``.
+    """
+    cdef ct_fwd F
+    _fwd_plan(&F, shape, mode, num_threads, int(out[1]))
+    _src(&F.x, x, "x")
+    _src(&F.w, w, "w")
+    F.bias = <const float *><uintptr_t>int(bias)
+    F.out = _out(out, "out", _FWD_OUT_DTYPES, &F.out_dt, F.RO * F.Cout)
+    F.isa = _isa
+    cdef float *fb = _workspace_base(<uintptr_t>int(ws_ptr), int(ws_size), F.total_floats)
+    F.Xp = fb + F.off_xp if (fb != NULL and F.off_wp > F.off_xp) else NULL
+    F.Wp = fb + F.off_wp if (fb != NULL and F.off_cbuf > F.off_wp) else NULL
+    F.cbuf = fb + F.off_cbuf if (fb != NULL and F.n_cbuf > 0) else NULL
+    ct_fwd_bind(&F)
+    cdef double ci16 = <double>(((F.Cin + 15) // 16) * 16)
+    cdef double work = 2.0 * <double>F.RO * <double>F.K * ci16 * <double>F.Cout + 8.0 * <double>F.RI * F.Cin
+    cdef int threads = <int>F.nthreads_max if work >= _par_min else 1
+    cdef _poll_ctx ctx
+    keep = _poll_begin(&ctx, cancel)
+    F.u.poll = _poll
+    F.u.poll_ctx = &ctx
+    with nogil:
+        _execute_fwd(&F, threads)
+    del keep
+    _poll_end(&ctx)
+
+
+cdef float *_workspace_base(uintptr_t base, int64_t size, int64_t total_floats) except? NULL:
+    """The 64-byte aligned start of a workspace of ``size`` bytes at ``base`` that must hold total_floats."""
+    cdef uintptr_t aligned
+    if total_floats <= 0:
+        return NULL
+    if base == 0:
+        raise ValueError("workspace is null")
+    aligned = (base + <uintptr_t>(CT_ALIGN - 1)) & ~(<uintptr_t>(CT_ALIGN - 1))
+    if size - <int64_t>(aligned - base) < total_floats * 4:
+        raise ValueError(f"workspace of {size} bytes is too small; need {total_floats * 4 + CT_ALIGN}")
+    return <float *>aligned
+
+
+cdef object _poll_begin(_poll_ctx *ctx, cancel):
+    """Start polling for signals and the cancel flag (see _run); returns the flag array to keep alive."""
+    ctx.tid = pthread_self()
+    ctx.last = _now()
+    ctx.cancel = 0
+    ctx.etype = ctx.evalue = ctx.etb = NULL
+    ctx.flag = NULL
+    cdef cnp.ndarray flag_arr
+    if cancel is None:
+        return None
+    flag_arr = cancel
+    if flag_arr.dtype.num != cnp.NPY_INT32 or flag_arr.size != 1 or not flag_arr.flags.writeable:
+        raise ValueError("cancel must be a writable int32 array of one element")
+    ctx.flag = <const int *>cnp.PyArray_DATA(flag_arr)
+    return flag_arr
+
+
+cdef int _poll_end(_poll_ctx *ctx) except -1:
+    """After the work: raise what stopped it (a signal handler's exception, or Cancelled)."""
+    if ctx.cancel:
+        if ctx.etype != NULL:
+            PyErr_Restore(ctx.etype, ctx.evalue, ctx.etb)
+            return -1
+        raise Cancelled("the call was cancelled through its cancel flag; outputs are partly written")
+    return 0
+
+
+cdef void _execute_fwd(ct_fwd *F, int threads) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef Py_ssize_t n_pack = F.n_pack
+    cdef Py_ssize_t n_comp = F.n_comp
+    if threads <= 1:
+        for i in range(n_pack):
+            ct_fwd_pack_task(F, i)
+        for i in range(n_comp):
+            ct_fwd_task(F, i, F.cbuf)
+    else:
+        with parallel(num_threads=threads):
+            for i in prange(n_pack, schedule="dynamic"):
+                ct_fwd_pack_task(F, i)
+            pyconvtbc_omp_barrier()
+            for i in prange(n_comp, schedule="dynamic"):
+                ct_fwd_task(F, i, F.cbuf + threadid() * F.cbuf_stride)
 
 
 cdef double _stamps[5]

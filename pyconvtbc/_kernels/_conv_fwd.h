@@ -1,0 +1,216 @@
+/* _conv_fwd.h: the forward operator aclnnConvTbc (docs/precision.md, "The forward operator").
+ *
+ *   out[t,b,co] = bias[co] + sum_k sum_ci x[t+k-pad, b, ci] * w[k, ci, co]      (x is 0 outside [0, T_in))
+ *
+ * The forward is a convolution of the same shape as gradInput, so it runs on gradInput's machinery: x is packed
+ * like DY (channel panels of 32, rounded to the compute precision C), w like gradInput's weight panels (with the
+ * roles of Cin and Cout swapped: no transpose), and the sums are made by the same micro-kernels (ct_gic_ukr for
+ * the cube forms, ct_gi_ukr for the sequential form) with the tap step +B instead of -B.  A ct_plan `u` holds
+ * what those micro-kernels read (u.DYp = packed x, u.RO = its rows, u.Cout = the reduction's channel count Cin,
+ * u.Cin = the output channels Cout, K, k0, the form, the instruction set).
+ *
+ * Order of each output element's sum (one task computes it; nothing depends on threads or instruction set):
+ *   every form starts from bias[co] (the fp32 value of the bias cast to Bc; 0 without a bias);
+ *   cube forms: blocks (g, k) = (channel group of k0, tap), g outer, k inner, taps outside the sequence skipped,
+ *     each block summed and added as in _conv_cube.h; one chain, no segments, no pieces;
+ *   sequential: one fp32 FMA chain, taps k ascending outer, channels ci ascending inner.
+ * The fp32 sums are then rounded to `pre` (FP16 / BF16 when C is; else none) and cast to out's dtype (FLOAT,
+ * FLOAT16, BF16, or HiFloat8 with hif8_rnd / saturate).
+ */
+#ifndef PYCONVTBC_CONV_FWD_H
+#define PYCONVTBC_CONV_FWD_H
+
+#include "_conv_gemm.h"
+
+typedef struct {
+    ct_plan u;                           /* the micro-kernels' view of the problem (above) */
+    int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO;
+    int compute, hbits, hrnd, hif8_rnd, saturate, acc, pre, isa;
+    int64_t k0;
+    ct_src x, w;
+    const float *bias;                   /* Cout fp32 start values, or NULL (start at +0) */
+    char *out;                           /* C-contiguous (T_out, B, Cout) of out_dt */
+    int out_dt, direct;                  /* direct: the sums are made in out itself (fp32, no rounding) */
+    /* tasks and workspace (float offsets from the aligned base) */
+    int64_t nxq, nwq, n_pack_x, n_pack_w, n_pack, n_rb, n_jb, n_comp, tile_ld, cbuf_stride, n_cbuf, nthreads_max;
+    int64_t off_xp, off_wp, off_cbuf, total_floats;
+    float *Xp, *Wp, *cbuf;
+} ct_fwd;
+
+/* Sizes, tasks and workspace.  acc: the form (_conv_cube.h); pre: the rounding of the sums before the cast
+ * (CT_C_FP32 = none, CT_C_FP16, CT_C_BF16).  Returns 0, or -1 for a bad or overflowing size. */
+static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
+                       int64_t nthreads, int acc, int64_t k0, int out_dt, int pre) {
+    int ok = 1;
+    memset(F, 0, sizeof(*F));
+    if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 1 || pad < 0 || nthreads < 1) return -1;
+    if (acc < 0 || acc > 3 || k0 < 1 || k0 > 64 || ct_dt_size(out_dt) == 0) return -1;
+    if (pre != CT_C_FP32 && pre != CT_C_FP16 && pre != CT_C_BF16) return -1;
+    F->T_in = T_in; F->B = B; F->Cin = Cin; F->Cout = Cout; F->K = K; F->pad = pad;
+    F->T_out = T_in + 2 * pad - K + 1;
+    if (F->T_out < 0) return -1;
+    F->acc = acc; F->k0 = k0; F->out_dt = out_dt; F->pre = pre;
+    F->RI = ct_mul_ok(T_in, B, &ok);
+    F->RO = ct_mul_ok(F->T_out, B, &ok);
+    int64_t nx = ct_mul_ok(F->RI, Cin, &ok);
+    int64_t nw = ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok);
+    (void)ct_mul_ok(F->RO, Cout, &ok);
+    if (!ok) return -1;
+    int prod = F->RI > 0 && Cin > 0 && Cout > 0 && F->RO > 0;
+    F->nxq = ct_cdiv(Cin, CT_PO);
+    F->nwq = ct_cdiv(Cout, CT_PO);
+    F->n_pack_x = prod ? ct_cdiv(F->RI, CT_PR) * F->nxq : 0;
+    F->n_pack_w = prod ? K * F->nwq : 0;
+    F->n_pack = F->n_pack_x + F->n_pack_w;
+    F->n_rb = Cout > 0 ? ct_cdiv(F->RO, CT_MCI) : 0;
+    F->n_jb = ct_cdiv(Cout, CT_NCI);
+    F->n_comp = F->n_rb * F->n_jb;
+    F->direct = out_dt == CT_DT_F32 && pre == CT_C_FP32;
+    F->tile_ld = ct_min(CT_NCI, Cout);
+    int64_t tile = F->direct ? 0 : ct_up(ct_min(CT_MCI, F->RO) * F->tile_ld, CT_ALIGN / 4);
+    F->cbuf_stride = tile;
+    F->nthreads_max = F->n_comp > 0 ? ct_min(nthreads, F->n_comp) : 1;
+    F->n_cbuf = tile > 0 && F->n_comp > 0 ? F->nthreads_max : 0;
+    int64_t o = 0;
+    F->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
+    F->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
+    F->off_cbuf = o; o += ct_mul_ok(F->cbuf_stride, F->n_cbuf, &ok);
+    if (!ok || o > INT64_MAX / 8) return -1;
+    F->total_floats = o;
+    /* the micro-kernels' view */
+    ct_plan *u = &F->u;
+    u->T_in = T_in; u->B = B; u->K = K; u->pad = pad; u->T_out = F->T_out;
+    u->RI = F->RO; u->RO = F->RI;        /* sums over the packed x rows, one per output row */
+    u->Cout = Cin; u->Cin = Cout;        /* reduction channels; output channels */
+    u->acc = acc; u->k0 = k0; u->layout = 0;
+    return 0;
+}
+
+/* After the sources, outputs, isa and workspace pointers are set: copy them into the micro-kernels' view. */
+static void ct_fwd_bind(ct_fwd *F) {
+    ct_plan *u = &F->u;
+    u->isa = F->isa;
+    u->compute = F->compute; u->hbits = F->hbits; u->hrnd = F->hrnd;
+    u->DYp = F->Xp;
+    u->Wp = F->Wp;
+}
+
+/* pack x: rows [r0, r1) of channel panel q into Xp[q][row][wq], rounded to C */
+static void ct_fwd_pack_x(const ct_fwd *F, int64_t task) {
+    int64_t chunk = task / F->nxq, q = task % F->nxq;
+    int64_t r0 = chunk * CT_PR, r1 = ct_min(F->RI, r0 + CT_PR);
+    int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
+    float *v = F->Xp + q * F->RI * CT_PO + r0 * wq;
+    for (int64_t rr = r0; rr < r1; rr += CT_RB)
+        ct_decode_rows(&F->u, &F->x, F->Cin, rr, ct_min(CT_RB, r1 - rr), c0, wq, v + (rr - r0) * wq);
+    ct_round_row(F->isa, v, (r1 - r0) * wq, ct_round_for(F->x.dt, F->compute), F->hbits, F->hrnd);
+}
+
+/* pack w: Wp[k][co panel p][ci][wj] = w[k, ci, 32p + j] (rows of w read along co: no transpose), rounded to C */
+static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
+    int64_t k = task / F->nwq, p = task % F->nwq;
+    int64_t co0 = p * CT_PO, wj = ct_min(CT_PO, F->Cout - co0);
+    float *dst = F->Wp + k * F->Cin * F->Cout + co0 * F->Cin;
+    for (int64_t ci = 0; ci < F->Cin; ci++) {
+        const char *row = F->w.base + k * F->w.s0 + ci * F->w.s1 + co0 * F->w.s2;
+        ct_decode_row(F->isa, row, F->w.s2, F->w.dt, wj, dst + ci * wj);
+    }
+    ct_round_row(F->isa, dst, F->Cin * wj, ct_round_for(F->w.dt, F->compute), F->hbits, F->hrnd);
+}
+
+static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
+    if (ct_stop(&F->u)) return;
+    if (task < F->n_pack_x) ct_fwd_pack_x(F, task);
+    else ct_fwd_pack_w(F, task - F->n_pack_x);
+}
+
+/* output rows [u, v) (all valid for tap k): one tap of the sequential chain, or block jb of the cube chain */
+static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64_t j0, int64_t wj, int64_t k,
+                        int64_t jb, float *cj, int64_t ld) {
+    const float *Bp0 = F->Wp + j0 * F->Cin;             /* tap 0, ci 0 of this co panel */
+    int64_t shift = (k - F->pad) * F->B;
+    if (F->acc == CT_ACC_SEQ) {
+        int64_t MR = ct_gi_mr(F->isa, wj);
+        for (int64_t i = u; i < v; i += MR)
+            ct_gi_ukr(F->isa, ct_min(MR, v - i), wj, F->Xp, F->RI, i + shift, 0, 1, 0, F->Cin, F->Cin,
+                      Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
+    } else {
+        int64_t MR = ct_gic_mr(F->isa, F->acc, wj);
+        for (int64_t i = u; i < v; i += MR)
+            ct_gic_ukr(&F->u, ct_min(MR, v - i), wj, i - F->pad * F->B, F->B, jb, jb + 1, Bp0,
+                       cj + (i - R0) * ld, ld);
+    }
+}
+
+/* compute task: output rows [R0, R1) x co [J0, J1) */
+static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
+    if (ct_stop(&F->u)) return;
+    int64_t rb = task / F->n_jb, jbk = task % F->n_jb;
+    int64_t R0 = rb * CT_MCI, R1 = ct_min(F->RO, R0 + CT_MCI);
+    int64_t J0 = jbk * CT_NCI, J1 = ct_min(F->Cout, J0 + CT_NCI), nc = J1 - J0;
+    float *ch = cb;
+    int64_t ld = F->tile_ld;
+    if (F->direct) { ch = (float *)F->out + R0 * F->Cout + J0; ld = F->Cout; }
+    for (int64_t r = 0; r < R1 - R0; r++) {             /* every chain starts at the bias */
+        if (F->bias) memcpy(ch + r * ld, F->bias + J0, (size_t)nc * 4);
+        else memset(ch + r * ld, 0, (size_t)nc * 4);
+    }
+    if (F->Wp && F->Xp) {
+        int64_t K = F->K, pad = F->pad, B = F->B;
+        /* rows valid for tap k: t in [pad - k, T_in + pad - k); for every tap: t in [pad, T_out - pad) */
+        #define CT_FW_LO(k) (ct_max(0, pad - (k)) * B)
+        #define CT_FW_HI(k) (ct_min(F->T_out, F->T_in + pad - (k)) * B)
+        int64_t ia = ct_max(R0, pad * B), ib = ct_min(R1, (F->T_out - pad) * B);
+        if (ia >= ib) ia = ib = R1;
+        for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
+            int64_t wj = ct_min(CT_PO, F->Cout - j0);
+            const float *Bp0 = F->Wp + j0 * F->Cin;
+            float *cj = ch + (j0 - J0);
+            if (F->acc == CT_ACC_SEQ) {
+                /* taps outer, channels inner: the rows missing a tap take the taps they have, one at a time */
+                int64_t MR = ct_gi_mr(F->isa, wj);
+                for (int side = 0; side < 2; side++) {
+                    int64_t u = side ? ib : R0, v = side ? R1 : ia;
+                    for (int64_t k = 0; k < K && u < v; k++)
+                        ct_fwd_rows(F, ct_max(u, CT_FW_LO(k)), ct_min(v, CT_FW_HI(k)), R0, j0, wj, k, 0, cj, ld);
+                }
+                for (int64_t i = ia; i < ib; i += MR)
+                    ct_gi_ukr(F->isa, ct_min(MR, ib - i), wj, F->Xp, F->RI, i - pad * B, B, K, 0, F->Cin, F->Cin,
+                              Bp0, F->Cin * F->Cout, cj + (i - R0) * ld, ld);
+                continue;
+            }
+            int64_t nblk = ct_cdiv(F->Cin, F->k0) * K;
+            int64_t step = ct_max(1, CT_KCI / F->k0) * K;     /* blocks per pass (cache blocking) */
+            int64_t MR = ct_gic_mr(F->isa, F->acc, wj);
+            for (int64_t j0b = 0; j0b < nblk; j0b += step) {
+                int64_t j1b = ct_min(nblk, j0b + step);
+                if (ct_stop(&F->u)) return;
+                for (int side = 0; side < 2; side++) {
+                    int64_t u = side ? ib : R0, v = side ? R1 : ia;
+                    for (int64_t jb = j0b; jb < j1b && u < v; jb++) {
+                        int64_t k = jb % K;
+                        int64_t a = ct_max(u, CT_FW_LO(k)), b = ct_min(v, CT_FW_HI(k));
+                        if (a < b) ct_fwd_rows(F, a, b, R0, j0, wj, k, jb, cj, ld);
+                    }
+                }
+                for (int64_t i = ia; i < ib; i += MR)
+                    ct_gic_ukr(&F->u, ct_min(MR, ib - i), wj, i - pad * B, B, j0b, j1b, Bp0, cj + (i - R0) * ld,
+                               ld);
+            }
+        }
+        #undef CT_FW_LO
+        #undef CT_FW_HI
+    }
+    if (F->direct) return;
+    int64_t es = ct_dt_size(F->out_dt);
+    int pre = ct_round_for(F->out_dt, F->pre);
+    if (nc == ld && nc == F->Cout)
+        ct_store_row(F->isa, ch, (R1 - R0) * nc, F->out + R0 * F->Cout * es, F->out_dt, pre, F->hif8_rnd,
+                     F->saturate);
+    else
+        for (int64_t r = R0; r < R1; r++)
+            ct_store_row(F->isa, ch + (r - R0) * ld, nc, F->out + (r * F->Cout + J0) * es, F->out_dt, pre,
+                         F->hif8_rnd, F->saturate);
+}
+
+#endif /* PYCONVTBC_CONV_FWD_H */
