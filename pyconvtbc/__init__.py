@@ -9,6 +9,7 @@ from . import enums as _enums
 from . import status as _status
 from .api import (aclDestroyAclOpExecutor, aclnnConvTbcBackward, aclnnConvTbcBackwardGetWorkspaceSize,
                   aclOpExecutor, aclSetAclOpExecutorRepeatable, conv_tbc_backward, release_workspace)
+from ._forward import conv_tbc
 from .codecs import hif8_decode, hif8_encode, round_to_hf32
 from .enums import *  # noqa: F401,F403  ACL_* constants and the IntEnums
 from .memory import DevicePtr
@@ -35,7 +36,7 @@ def have_openmp():
 
 
 __all__ = (
-    ["conv_tbc_backward", "release_workspace", "hif8_encode", "hif8_decode", "round_to_hf32",
+    ["conv_tbc_backward", "conv_tbc", "release_workspace", "hif8_encode", "hif8_decode", "round_to_hf32",
      "aclInit", "aclFinalize", "aclrtSetDevice", "aclrtResetDevice", "aclrtCreateStream", "aclrtDestroyStream",
      "aclrtSynchronizeStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpy", "aclrtCtxSetSysParamOpt",
      "aclrtCtxGetSysParamOpt", "aclGetRecentErrMsg", "aclCreateTensor", "aclDestroyTensor", "aclTensor",

@@ -31,6 +31,22 @@ def conv_tbc_backward_ref(dy, x, w, pad):
     return gi, gw, gb
 
 
+def conv_tbc_ref(x, w, b, pad):
+    """float64 forward of conv_tbc: out[t,b,co] = b[co] + sum_k sum_ci x[t+k-pad,b,ci] * w[k,ci,co]."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    T_in, B, Cin = x.shape
+    K, _, Cout = w.shape
+    T_out = T_in + 2 * pad - K + 1
+    out = np.zeros((T_out, B, Cout)) + np.asarray(b, np.float64)
+    for k in range(K):
+        for t in range(T_out):
+            s = t + k - pad
+            if 0 <= s < T_in:
+                out[t] += x[s] @ w[k]
+    return out
+
+
 def abs_products_ref(dy, x, w, pad):
     """The same sums over |a*b|: the scale of the rounding-error bound of each output element."""
     return conv_tbc_backward_ref(np.abs(np.asarray(dy, np.float64)), np.abs(np.asarray(x, np.float64)),
