@@ -1,22 +1,25 @@
-"""PyTorch bridge: ``torch.conv_tbc`` forward, pyconvtbc's emulated NPU backward.
+"""PyTorch bridge: ``conv_tbc`` and ``ConvTBC`` whose forward AND backward are pyconvtbc's emulated NPU operators.
 
 torch is optional: ``import pyconvtbc`` never imports it; this module does (and raises ImportError with a hint
 when it is missing)::
 
     from pyconvtbc.torch import conv_tbc, ConvTBC
     y = conv_tbc(x, w, b, pad=1, cube_math_type="USE_HF32")        # autograd function
-    layer = ConvTBC(16, 32, 3, padding=1, grad_weight_dtype="hifloat8")  # fairseq-style module
+    layer = ConvTBC(16, 32, 3, padding=1, cube_math_type="torch_npu", grad_weight_dtype="hifloat8")
 
-The emulation keywords are those of ``pyconvtbc.conv_tbc_backward``: ``cube_math_type`` (0-3 or a name such
-as ``"USE_HF32"``), ``grad_weight_dtype``, ``soc``, ``deterministic``, ``num_threads``, ``hf32_rounding``,
-``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``, ``block_size``, ``order_seed``.
-An 8-bit ``grad_weight_dtype`` (``"hifloat8"``,
-``"float8_e4m3fn"``) is decoded back to the weight's dtype, so ``weight.grad`` holds exactly the values the
-NPU's 8-bit gradWeight represents.  Tensors on another device are computed on the CPU and moved back.
-Tensors of any strides are accepted (the forward reads contiguous copies where torch needs them; the backward
-reads any strides).  ``pad`` and the tensor dtypes (float32, float16, bfloat16; not float64) are checked when
-the forward is called.  The backward is not itself differentiable: differentiating it (double backward, after
-``create_graph=True``) raises RuntimeError.
+The forward runs ``pyconvtbc.conv_tbc`` (CANN's aclnnConvTbc) and the backward ``pyconvtbc.conv_tbc_backward``
+(aclnnConvTbcBackward), as torch_npu runs ``torch.conv_tbc`` on the NPU.  The emulation keywords:
+``cube_math_type`` (0-3, a name such as ``"USE_HF32"``, or ``"torch_npu"``: what torch_npu passes on the emulated
+chip, USE_HF32 on ascend910b / ascend950 and ALLOW_FP32_DOWN_PRECISION on ascend910), ``soc``, ``num_threads``,
+``hf32_rounding``, ``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``, ``block_size``
+(both passes), and ``grad_weight_dtype``, ``deterministic``, ``order_seed`` (the backward only; the forward is
+always deterministic).  An 8-bit ``grad_weight_dtype`` (``"hifloat8"``, ``"float8_e4m3fn"``) is decoded back to
+the weight's dtype, so ``weight.grad`` holds exactly the values the NPU's 8-bit gradWeight represents.  Tensors on
+another device are computed on the CPU and moved back; tensors of any strides are accepted.  Inside a
+``torch.autocast`` region the operands are first cast to the region's dtype, as autocast does for
+``torch.conv_tbc`` (and as on the NPU).  ``pad`` (and the rest of the forward's checks) and the tensor dtypes
+(float32, float16, bfloat16; not float64) are checked when the forward is called.  The backward is not itself
+differentiable: differentiating it (double backward, after ``create_graph=True``) raises RuntimeError.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import ml_dtypes
 from typing import Any, Dict, Optional, Tuple
 
 from ._validation import PAD_MAX
+from ._forward import conv_tbc as _np_conv_tbc
 from .api import conv_tbc_backward
 from .codecs import hif8_decode
 from .enums import CubeMathType
@@ -42,6 +46,8 @@ __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 EMULATION_KEYWORDS = ("cube_math_type", "grad_weight_dtype", "soc", "deterministic", "num_threads",
                       "hf32_rounding", "hf32_mantissa_bits", "hif8_rounding", "saturate", "accumulation",
                       "block_size", "order_seed")
+BACKWARD_ONLY = ("grad_weight_dtype", "deterministic", "order_seed")
+TORCH_NPU = "torch_npu"     # cube_math_type: what torch_npu passes on the emulated chip
 
 
 def _check_emulation(emulation: Dict[str, Any]) -> Dict[str, Any]:
@@ -51,11 +57,13 @@ def _check_emulation(emulation: Dict[str, Any]) -> Dict[str, Any]:
         raise TypeError(f"unknown emulation keyword(s) {unknown}; expected some of {list(EMULATION_KEYWORDS)}")
     out = dict(emulation)
     cube = out.get("cube_math_type", 0)
-    if isinstance(cube, str):
+    if isinstance(cube, str) and cube.strip().lower() == TORCH_NPU:
+        cube = TORCH_NPU          # resolved per call, from the emulated chip (see _resolve_cube)
+    elif isinstance(cube, str):
         try:
             cube = int(CubeMathType[cube.strip().upper()])
         except KeyError:
-            raise ValueError(f"cube_math_type is {cube!r}; expected 0-3 or one of "
+            raise ValueError(f"cube_math_type is {cube!r}; expected 0-3, 'torch_npu' or one of "
                              f"{[m.name for m in CubeMathType]}") from None
     out["cube_math_type"] = cube
     return out
@@ -91,14 +99,28 @@ _DOUBLE_BACKWARD = (b"pyconvtbc.torch.conv_tbc: double backward is not supported
                     b"would silently lack the second-order terms; differentiate torch.conv_tbc for that")
 
 
+def _resolve_cube(emulation: Dict[str, Any]) -> Dict[str, Any]:
+    """The keywords with cube_math_type="torch_npu" replaced by the value torch_npu passes on the chip emulated
+    now (the soc keyword, else get_soc_version()): USE_HF32 (3) on ascend910b / ascend950 (torch_npu's
+    allow_hf32 defaults to true there), ALLOW_FP32_DOWN_PRECISION (1) on ascend910."""
+    if emulation.get("cube_math_type") != TORCH_NPU:
+        return emulation
+    from .profiles import get_profile
+    out = dict(emulation)
+    out["cube_math_type"] = 1 if get_profile(out.get("soc")).name == "ascend910" else 3
+    return out
+
+
 class _ConvTBCFunction(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, bias, pad, emulation):
+        emulation = _resolve_cube(emulation)
         ctx.save_for_backward(input, weight, bias)
         ctx.pad = pad
         ctx.emulation = emulation
-        # torch's conv_tbc needs contiguous operands (it views them); the backward reads any strides
-        return _torch.conv_tbc(input.contiguous(), weight.contiguous(), bias.contiguous(), pad)
+        fwd = {k: v for k, v in emulation.items() if k not in BACKWARD_ONLY}
+        out = _np_conv_tbc(_to_numpy(input), _to_numpy(weight), _to_numpy(bias), pad, **fwd)
+        return _to_torch(out, input)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -141,30 +163,32 @@ def _check_forward(input, weight, bias, pad):
 
 def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor", pad: int = 0,
              **emulation: Any) -> "_torch.Tensor":
-    """``torch.conv_tbc(input, weight, bias, pad)`` whose backward is pyconvtbc's emulated NPU backward.
+    """``torch.conv_tbc(input, weight, bias, pad)`` as the emulated NPU computes it, both ways.
+
+    The forward is ``pyconvtbc.conv_tbc`` (aclnnConvTbc), the backward ``pyconvtbc.conv_tbc_backward``
+    (aclnnConvTbcBackward), with the same emulation keywords.
 
     Parameters
     ----------
     input : torch.Tensor
-        (T, B, Cin), float32, float16 or bfloat16, any strides, any device (the backward runs on the CPU).
+        (T, B, Cin), float32, float16 or bfloat16, any strides, any device (both passes run on the CPU).
     weight : torch.Tensor
-        (K, Cin, Cout), same dtype as ``input``.
+        (K, Cin, Cout), same dtype as ``input`` (after autocast, inside an autocast region).
     bias : torch.Tensor
-        (Cout,), same dtype as ``input``.
+        (Cout,), float32, float16 or bfloat16.
     pad : int, optional
-        Zero padding at both ends of the time axis, in [0, 255].  Default 0.
+        Zero padding at both ends of the time axis, in [0, 255]; T + pad >= K (the operator's check).  Default 0.
     **emulation
-        Keywords of ``pyconvtbc.conv_tbc_backward``: ``cube_math_type`` (0-3 or a name such as
-        ``"USE_HF32"``), ``grad_weight_dtype``, ``soc``, ``deterministic``, ``num_threads``, ``hf32_rounding``,
-        ``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``, ``block_size``,
-        ``order_seed``.
+        ``cube_math_type`` (0-3, a name such as ``"USE_HF32"``, or ``"torch_npu"``), ``soc``, ``num_threads``,
+        ``hf32_rounding``, ``hf32_mantissa_bits``, ``hif8_rounding``, ``saturate``, ``accumulation``,
+        ``block_size`` (both passes); ``grad_weight_dtype``, ``deterministic``, ``order_seed`` (backward only).
 
     Returns
     -------
     torch.Tensor
-        (T + 2*pad - K + 1, B, Cout): torch's forward.  Its backward gives ``input.grad``, ``weight.grad`` and
-        ``bias.grad`` as the emulated NPU computes them (an 8-bit ``grad_weight_dtype`` decoded to the
-        weight's dtype).
+        (T + 2*pad - K + 1, B, Cout) in input's dtype, from the emulated forward.  Its backward gives
+        ``input.grad``, ``weight.grad`` and ``bias.grad`` as the emulated NPU computes them (an 8-bit
+        ``grad_weight_dtype`` decoded to the weight's dtype).
 
     Raises
     ------
@@ -173,17 +197,32 @@ def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tens
     ValueError
         A ``cube_math_type`` name that does not exist.
     pyconvtbc.AclnnError
-        ``pad`` outside [0, 255] (status 161002), here; other bad emulation values from the backward pass, with
-        the operator's status and message.
+        A bad argument of the forward (``pad`` outside [0, 255], T + pad < K, weight's dtype not input's, a bad
+        emulation value: status 161002), here; a bad backward-only value from the backward pass.
     RuntimeError
         From a double backward (differentiating the gradients after ``create_graph=True``): not supported.
     """
+    emulation = _check_emulation(emulation)
     _check_forward(input, weight, bias, pad)
-    return _ConvTBCFunction.apply(input, weight, bias, pad, _check_emulation(emulation))
+    input, weight, bias = _autocast(input, weight, bias)
+    return _ConvTBCFunction.apply(input, weight, bias, pad, emulation)
+
+
+def _autocast(*tensors):
+    """Inside a torch.autocast region for the tensors' device type, cast them to the region's dtype, as autocast
+    does for torch.conv_tbc (a lower-precision op on CPU and CUDA): the NPU then computes in that dtype."""
+    device = tensors[0].device.type
+    try:
+        if not _torch.is_autocast_enabled(device):
+            return tensors
+        dtype = _torch.get_autocast_dtype(device)
+    except (RuntimeError, TypeError, AttributeError):  # a device type autocast does not know
+        return tensors
+    return tuple(t.to(dtype) if t.is_floating_point() and t.dtype != dtype else t for t in tensors)
 
 
 class ConvTBC(_torch.nn.Module):
-    """fairseq's ``ConvTBC`` (1-D convolution over (T, B, C) input) with an emulated NPU backward.
+    """fairseq's ``ConvTBC`` (1-D convolution over (T, B, C) input), forward and backward emulated as on the NPU.
 
     Weight (K, Cin, Cout) with Xavier-normal initialisation and a zero bias, as fairseq.
 

@@ -1,4 +1,4 @@
-"""The torch bridge: torch.conv_tbc forward, pyconvtbc backward."""
+"""The torch bridge: pyconvtbc's forward (conv_tbc) and backward (conv_tbc_backward) under autograd."""
 import subprocess
 import sys
 
@@ -30,7 +30,12 @@ def test_import_pyconvtbc_does_not_import_torch():
 def test_bridge_equals_numpy_layer_and_torch_autograd_keep_dtype():
     x, w, b = _tensors()
     y = conv_tbc(x, w, b, PAD, cube_math_type="KEEP_DTYPE", deterministic=True, num_threads=1)
-    torch.testing.assert_close(y, torch.conv_tbc(x, w, b, PAD), rtol=0, atol=0)   # forward is torch's
+    # the forward is the NumPy layer's conv_tbc, bit for bit, and within fp32 rounding of torch's
+    fwd = pc.conv_tbc(x.detach().numpy(), w.detach().numpy(), b.detach().numpy(), PAD, num_threads=1)
+    np.testing.assert_array_equal(y.detach().numpy(), fwd)
+    ref = torch.conv_tbc(x.double(), w.double(), b.double(), PAD).detach().numpy()
+    absprod = torch.conv_tbc(x.double().abs(), w.double().abs(), b.double().abs(), PAD).detach().numpy()
+    assert (np.abs(fwd - ref) <= gamma(K * CIN + 1) * absprod + 1e-45).all()
     gy = torch.randn(y.shape, generator=torch.Generator().manual_seed(7))
     y.backward(gy)
     # 1. the NumPy layer on the same arrays, bit for bit
@@ -72,7 +77,10 @@ def test_convtbc_module_forward_backward():
     assert (m.bias == 0).all()
     x = torch.randn(T, B, CIN, requires_grad=True)
     y = m(x)
-    torch.testing.assert_close(y, torch.conv_tbc(x, m.weight, m.bias, PAD), rtol=0, atol=0)
+    fwd = pc.conv_tbc(x.detach().numpy(), m.weight.detach().numpy(), m.bias.detach().numpy(), PAD,
+                      cube_math_type=2)
+    np.testing.assert_array_equal(y.detach().numpy(), fwd)       # the forward is emulated too (through fp16)
+    np.testing.assert_array_equal(fwd.astype(np.float16).astype(np.float32), fwd)
     y.pow(2).sum().backward()
     assert m.weight.grad.shape == m.weight.shape and x.grad.shape == x.shape
     # USE_FP16 with FLOAT input: gradInput passes through fp16 (SEMANTICS.md section 3)
