@@ -9,7 +9,7 @@ from . import enums as _enums
 from . import status as _status
 from .api import (aclDestroyAclOpExecutor, aclnnConvTbcBackward, aclnnConvTbcBackwardGetWorkspaceSize,
                   aclOpExecutor, aclSetAclOpExecutorRepeatable, conv_tbc_backward, release_workspace)
-from ._forward import conv_tbc
+from ._forward import aclnnConvTbc, aclnnConvTbcGetWorkspaceSize, conv_tbc
 from .codecs import hif8_decode, hif8_encode, round_to_hf32
 from .enums import *  # noqa: F401,F403  ACL_* constants and the IntEnums
 from .memory import DevicePtr
@@ -40,7 +40,7 @@ __all__ = (
      "aclInit", "aclFinalize", "aclrtSetDevice", "aclrtResetDevice", "aclrtCreateStream", "aclrtDestroyStream",
      "aclrtSynchronizeStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpy", "aclrtCtxSetSysParamOpt",
      "aclrtCtxGetSysParamOpt", "aclGetRecentErrMsg", "aclCreateTensor", "aclDestroyTensor", "aclTensor",
-     "aclnnConvTbcBackwardGetWorkspaceSize", "aclnnConvTbcBackward", "aclSetAclOpExecutorRepeatable",
+     "aclnnConvTbcBackwardGetWorkspaceSize", "aclnnConvTbcBackward", "aclnnConvTbcGetWorkspaceSize", "aclnnConvTbc", "aclSetAclOpExecutorRepeatable",
      "aclDestroyAclOpExecutor", "aclOpExecutor", "aclrtStream", "DevicePtr", "AclnnError",
      "set_soc_version", "get_soc_version", "set_emulation_options", "get_emulation_options",
      "reset_emulation_options", "PROFILES", "have_openmp", "__version__",

@@ -416,3 +416,175 @@ def _execute_numpy(plan, x, w, b, err):
         del ws
         api._trim_workspace()
     return out
+
+
+# ---- CANN layer: reading and writing descriptors' device memory ------------------------------------------
+def device_view(t, base):
+    """A NumPy view of descriptor t's elements in device memory (``base``: its buffer's uint8 array, kept alive
+    by the caller): its dtype (HiFloat8 as uint8), shape and strides.  The memory rules must have passed."""
+    dt = np.dtype(np.uint8) if t.data_type == _HIF8 else _NP_OF[t.data_type]
+    isz = dt.itemsize
+    return np.ndarray(tuple(t.shape), dtype=dt, buffer=base, offset=t.offset * isz,
+                      strides=tuple(s * isz for s in t.strides))
+
+
+def launch_cann(plan, tensors, bases, ws_arr, ws_size, cancel=None):
+    """Phase 2's work for the forward: tensors name -> aclTensor, bases name -> its buffer's uint8 array (None
+    for an empty view); ws_arr the workspace's uint8 array (None when the plan needs none).  self and weight are
+    read in place (HiFloat8 ones decoded first), out written through its strides (through a contiguous buffer
+    when it is not contiguous, as CANN's code does)."""
+    keep = []
+
+    def operand(n):
+        t = tensors[n]
+        if bases[n] is None:
+            return (0, 0, 0, 0, _F if plan.hif8 else int(t.data_type))
+        if plan.hif8:
+            a, k = decoded_operand(device_view(t, bases[n]), plan)
+            keep.append(k)
+            return a
+        return t.kernel_operand()
+
+    x, w = operand("self"), operand("weight")
+    b = tensors["bias"]
+    start = bias_start(device_view(b, bases["bias"]) if bases["bias"] is not None else np.zeros(0, np.float32),
+                       plan.bias_bc)
+    out = tensors["out"]
+    direct = out.is_contiguous() and bases["out"] is not None
+    if direct:
+        target = None
+        out_op = (out.kernel_operand()[0], plan.dtype)
+    else:
+        target = np.empty((plan.T_out, plan.shape[1], plan.shape[3]), out_numpy_dtype(plan.dtype))
+        out_op = (target.__array_interface__["data"][0] if target.size else 0, plan.dtype)
+    ws_addr = 0 if ws_arr is None else ws_arr.__array_interface__["data"][0]
+    run_forward_plan(plan, x, w, start, out_op, ws_addr, 0 if ws_arr is None else int(ws_size), cancel)
+    if target is not None and target.size:
+        device_view(out, bases["out"])[...] = target
+    del keep
+
+
+# ---- CANN layer: the two phases ---------------------------------------------------------------------------
+import weakref as _weakref
+from typing import Optional as _Optional
+
+from .status import (ACLNN_ERR_INNER, ACLNN_SUCCESS, never_raises, set_error)
+
+PHASE1 = "aclnnConvTbcGetWorkspaceSize"
+PHASE2 = "aclnnConvTbc"
+_fwd_executors = _weakref.WeakSet()     # executors made by this operator's phase 1
+
+
+@never_raises(ACLNN_ERR_INNER, lambda rc: (rc, 0, None))
+def aclnnConvTbcGetWorkspaceSize(self, weight, bias, pad, out, cube_math_type):
+    """Phase 1 of the forward: validate, plan, size the workspace.  Returns (status, workspace_size, executor)."""
+    from . import api
+    from .profiles import get_profile, resolve_options
+    tensors = dict(zip(NAMES, (self, weight, bias, out)))
+    try:
+        profile = get_profile()
+        info = check_forward(tensors, pad, cube_math_type, profile, api._is_live_tensor, api._expected_tensor)
+        options = resolve_options(profile)
+        plan = make_forward_plan(info, options, api._threads(None), profile)
+        executor = api.aclOpExecutor(plan, tensors)
+        _fwd_executors.add(executor)
+    except Invalid as e:
+        return set_error(e.status, f"{PHASE1}: {e.message}"), 0, None
+    except ValueError as e:
+        return set_error(INVALID, f"{PHASE1}: {e}"), 0, None
+    except Exception as e:
+        return api._internal(PHASE1, e), 0, None
+    return ACLNN_SUCCESS, plan.workspace_size, executor
+
+
+@never_raises(ACLNN_ERR_INNER)
+def aclnnConvTbc(workspace, workspace_size, executor, stream) -> int:
+    """Phase 2 of the forward: check the workspace and executor, enqueue the work on ``stream``, return."""
+    from . import api
+    try:
+        return _phase2(workspace, workspace_size, executor, stream)
+    except Exception as e:
+        if isinstance(executor, api.aclOpExecutor) and not executor.repeatable:
+            executor.state = "used"
+        return api._internal(PHASE2, e)
+
+
+def _memory_problem(tensors):
+    for n in NAMES:
+        msg = tensors[n].memory_problem()
+        if msg:
+            return f"{n}: {msg}"
+    return None
+
+
+def _phase2(workspace, workspace_size, executor, stream):
+    from . import api, runtime
+    from .memory import is_device_ptr
+    from ._plan import INLINE_FLOPS
+
+    def fail(status, msg, release=True):
+        if release and isinstance(executor, api.aclOpExecutor) and not executor.repeatable:
+            executor.state = "used"
+        return set_error(status, f"{PHASE2}: {msg}")
+
+    if executor is None:
+        return fail(NULLPTR, "executor is a null pointer (None); expected one from phase 1")
+    if not isinstance(executor, api.aclOpExecutor):
+        return fail(INVALID, f"executor is a {type(executor).__name__}; expected an aclOpExecutor")
+    if executor not in _fwd_executors:
+        return fail(INVALID, f"executor was not made by {PHASE1}; expected an executor from phase 1", release=False)
+    with executor._lock:
+        if executor.state != "ready":
+            return fail(INVALID, f"executor was already {executor.state}; a single-use executor runs once (call "
+                        "aclSetAclOpExecutorRepeatable after phase 1 to reuse it)", release=False)
+        if not executor.repeatable:
+            executor.state = "used"
+    plan = executor.plan
+    required = plan.workspace_size
+    if isinstance(workspace_size, bool) or not isinstance(workspace_size, (int, np.integer)) or workspace_size < 0:
+        return fail(INVALID, f"workspace_size is {safe_repr(workspace_size)}; expected a byte count >= 0")
+    workspace_size = int(workspace_size)
+    if workspace_size > 0 and workspace is None:
+        return fail(NULLPTR, f"workspace is None but workspace_size is {workspace_size}; expected a device buffer")
+    if workspace_size < required:
+        return fail(INVALID, f"workspace_size is {workspace_size}; expected at least {required} (from phase 1)")
+    if required and (not is_device_ptr(workspace) or workspace.freed or workspace.nbytes < workspace_size):
+        return fail(INVALID, f"workspace is {safe_repr(workspace)}; expected a live device buffer from aclrtMalloc "
+                    f"of at least workspace_size = {workspace_size} bytes")
+    s = runtime.resolve_stream(stream)
+    if s is None:
+        return fail(INVALID, f"stream is {safe_repr(stream)}; expected a live stream or None (default)")
+    tensors = executor.tensors
+    problem = _memory_problem(tensors)
+    if problem:
+        return fail(INVALID, problem)
+    if required:
+        ws_span = (workspace.allocation_id, workspace.offset, workspace.offset + required)
+        for n in NAMES:
+            span = tensors[n].byte_span()
+            if api._span_overlap(ws_span, span):
+                return fail(INVALID, f"workspace (bytes {ws_span[1]}..{ws_span[2]}) overlaps {n} (bytes "
+                            f"{span[1]}..{span[2]}) in the same device buffer; expected a workspace that overlaps "
+                            "no tensor")
+    try:
+        bases = {n: (t.data.array() if t.data is not None and t.numel else None) for n, t in tensors.items()}
+        ws_arr = workspace.array() if required else None
+    except ValueError as e:
+        return fail(INVALID, f"a device buffer was freed while the call was being made: {e}")
+
+    def task():
+        problem = _memory_problem(tensors)
+        if problem:
+            return INVALID, f"{PHASE2}: {problem}"
+        if ws_arr is not None and workspace.freed:
+            return INVALID, (f"{PHASE2}: the workspace {workspace!r} was freed; expected live memory from "
+                             "aclrtMalloc until the work has run")
+        launch_cann(plan, tensors, bases, ws_arr, workspace_size, s.cancel_flag)
+        bases.clear()
+        return None
+
+    try:
+        s.enqueue(task, inline_if_idle=plan.flops < INLINE_FLOPS)
+    except RuntimeError as e:
+        return fail(INVALID, f"stream {safe_repr(stream)}: {e}")
+    return ACLNN_SUCCESS
