@@ -488,6 +488,7 @@ def aclnnConvTbcGetWorkspaceSize(self, weight, bias, pad, out, cube_math_type):
         plan = make_forward_plan(info, options, api._threads(None), profile)
         executor = api.aclOpExecutor(plan, tensors)
         _fwd_executors.add(executor)
+        api._executors.add(executor)       # genuine: aclSetAclOpExecutorRepeatable / aclDestroyAclOpExecutor take it
     except Invalid as e:
         return set_error(e.status, f"{PHASE1}: {e.message}"), 0, None
     except ValueError as e:

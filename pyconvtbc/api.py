@@ -15,7 +15,7 @@ import numpy as np
 
 from . import runtime
 from ._kernels._openmp import effective_threads, omp_max_threads
-from ._plan import INLINE_FLOPS, make_plan, run_plan, run_plan_arrays
+from ._plan import INLINE_FLOPS, Plan, make_plan, run_plan, run_plan_arrays
 from ._validation import NAMES, Invalid, check
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, acl_dtype_of_numpy
 from .enums import ACL_OPT_DETERMINISTIC
@@ -188,7 +188,7 @@ def _phase2(workspace, workspace_size, executor, stream):
         return fail(ACLNN_ERR_PARAM_NULLPTR, "executor is a null pointer (None); expected one from phase 1")
     if not isinstance(executor, aclOpExecutor):
         return fail(ACLNN_ERR_PARAM_INVALID, f"executor is a {type(executor).__name__}; expected an aclOpExecutor")
-    if not executor.genuine:
+    if not executor.genuine or not isinstance(executor.plan, Plan):
         return fail(ACLNN_ERR_PARAM_INVALID, "executor was not made by aclnnConvTbcBackwardGetWorkspaceSize; "
                     "expected an executor from phase 1", release=False)
     with executor._lock:
