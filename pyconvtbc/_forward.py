@@ -155,6 +155,9 @@ def check_forward(t, pad, cube_math_type, profile, is_descriptor, expected="a li
             msg = problem()
             if msg:
                 raise Invalid(INVALID, f"{n}: {msg}")
+    if hasattr(t["out"], "strides") and not _distinct_elements(t["out"].shape, t["out"].strides):
+        raise Invalid(INVALID, f"out has strides {list(t['out'].strides)} for dims {list(t['out'].shape)}, which "
+                      "make some of its elements the same memory; expected an output whose elements are distinct")
     spans = {n: t[n].byte_span() for n in NAMES if hasattr(t[n], "byte_span")}
     so = spans.get("out")
     for n in INPUTS:
@@ -164,6 +167,19 @@ def check_forward(t, pad, cube_math_type, profile, is_descriptor, expected="a li
                           "same device buffer; expected an output that overlaps no input")
     return {"T_in": T_in, "B": B, "Cin": Cin, "Cout": Cout, "K": K, "pad": pad, "T_out": T_out,
             "dtype": s_dt, "bias_dtype": int(t["bias"].data_type), "cube_math_type": cmt, "compute": C}
+
+
+def _distinct_elements(dims, strides):
+    """Whether a view's elements are distinct memory: with the dims of size > 1 sorted by stride, each stride
+    passes the span of the smaller ones (sufficient; every layout of a real array passes)."""
+    if any(d == 0 for d in dims):
+        return True
+    span = 0
+    for d, s in sorted(((d, s) for d, s in zip(dims, strides) if d > 1), key=lambda p: p[1]):
+        if s <= span:
+            return False
+        span += (d - 1) * s
+    return True
 
 
 def bias_dtype_bc(profile, s_dt, cmt):
@@ -206,10 +222,12 @@ class ForwardPlan:
     num_threads: int
     kernel_workspace: int
     options: tuple
+    out_staging: int = 0    # bytes of a contiguous copy of out (CANN layer, non-contiguous out), in the workspace
 
     @property
     def workspace_size(self):
-        return self.kernel_workspace + WS_ALIGN if self.kernel_workspace else 0
+        kernel = self.kernel_workspace + WS_ALIGN if self.kernel_workspace else 0
+        return kernel + (self.out_staging + WS_ALIGN if self.out_staging else 0)
 
     @property
     def flops(self):
@@ -225,7 +243,9 @@ class ForwardPlan:
         return self.dtype
 
 
-def make_forward_plan(info, options, num_threads, profile):
+def make_forward_plan(info, options, num_threads, profile, out_contiguous=True):
+    """The plan of a validated problem; out_contiguous False (a CANN out with other strides) adds a staging
+    copy of out to the workspace: the kernel writes it, phase 2 then scatters it through out's strides."""
     C = info["compute"]
     s_dt = info["dtype"]
     acc = ACCUMULATIONS[options["accumulation"]]
@@ -236,9 +256,10 @@ def make_forward_plan(info, options, num_threads, profile):
     shape = (info["T_in"], info["B"], info["Cin"], info["Cout"], info["K"], info["pad"])
     ws = int(_conv_tbc.forward_workspace_size(shape, mode, s_dt, int(num_threads)))
     keep = {k: v for k, v in options.items() if k != "order_seed"}
+    staging = 0 if out_contiguous else info["T_out"] * info["B"] * info["Cout"] * out_numpy_dtype(s_dt).itemsize
     return ForwardPlan(shape, info["T_out"], s_dt, info["bias_dtype"],
                        bias_dtype_bc(profile, s_dt, info["cube_math_type"]), C, mode, int(num_threads), ws,
-                       tuple(sorted(keep.items())))
+                       tuple(sorted(keep.items())), staging)
 
 
 def run_forward_plan(plan, x, w, bias_start_values, out, ws_address, ws_size, cancel=None):
@@ -255,9 +276,11 @@ def run_forward_plan(plan, x, w, bias_start_values, out, ws_address, ws_size, ca
     _conv_tbc.run_forward(x, w, b, out, plan.shape, plan.mode, ws_address, ws_size, plan.num_threads, cancel)
 
 
-def array_operand(a):
-    """(address, bs0, bs1, bs2, dtype code) of a 3-D float32 / float16 / bfloat16 NumPy array."""
-    code = {np.dtype(np.float32): _F, np.dtype(np.float16): _H, np.dtype(ml_dtypes.bfloat16): _B}[a.dtype]
+def array_operand(a, hif8=False):
+    """(address, bs0, bs1, bs2, dtype code) of a 3-D float32 / float16 / bfloat16 NumPy array, or of uint8
+    HiFloat8 codes (hif8=True)."""
+    code = _HIF8 if hif8 else {np.dtype(np.float32): _F, np.dtype(np.float16): _H,
+                               np.dtype(ml_dtypes.bfloat16): _B}[a.dtype]
     addr = a.__array_interface__["data"][0] if a.size else 0
     return (addr, *a.strides, code)
 
@@ -379,15 +402,6 @@ class _OutDesc:
         self.np_dtype = None
 
 
-def decoded_operand(a, plan):
-    """(kernel operand, array to keep alive while the kernel runs) for array a: HiFloat8 codes are decoded to
-    float32 first (exactly)."""
-    if plan.hif8:
-        from .codecs import hif8_decode
-        a = hif8_decode(a)
-    return array_operand(a), a
-
-
 def out_numpy_dtype(code):
     return np.dtype(np.uint8) if code == _HIF8 else _NP_OF[code]
 
@@ -407,11 +421,10 @@ def _execute_numpy(plan, x, w, b, err):
         err(INVALID, f"the problem needs a workspace of {api._gib(plan.workspace_size)} and an output of "
             f"{api._gib(out_bytes)}; the allocation failed ({type(e).__name__})")
     try:
-        (xo, xk), (wo, wk) = decoded_operand(x, plan), decoded_operand(w, plan)
+        xo, wo = array_operand(x, plan.hif8), array_operand(w, plan.hif8)
         start = bias_start(b, plan.bias_bc)
         run_forward_plan(plan, xo, wo, start, (out.__array_interface__["data"][0] if out.size else 0, plan.dtype),
                          0 if ws is None else ws.__array_interface__["data"][0], 0 if ws is None else ws.size)
-        del xk, wk
     finally:
         del ws
         api._trim_workspace()
@@ -431,42 +444,32 @@ def device_view(t, base):
 def launch_cann(plan, tensors, bases, ws_arr, ws_size, cancel=None):
     """Phase 2's work for the forward: tensors name -> aclTensor, bases name -> its buffer's uint8 array (None
     for an empty view); ws_arr the workspace's uint8 array (None when the plan needs none).  self and weight are
-    read in place (HiFloat8 ones decoded first), out written through its strides (through a contiguous buffer
-    when it is not contiguous, as CANN's code does)."""
-    keep = []
-
-    def operand(n):
-        t = tensors[n]
-        if bases[n] is None:
-            return (0, 0, 0, 0, _F if plan.hif8 else int(t.data_type))
-        if plan.hif8:
-            a, k = decoded_operand(device_view(t, bases[n]), plan)
-            keep.append(k)
-            return a
-        return t.kernel_operand()
-
-    x, w = operand("self"), operand("weight")
+    read in place (HiFloat8 ones are decoded by the kernel as it packs them); out is written in place, or, when
+    it is not contiguous, through a contiguous staging copy in the workspace (as CANN's code does)."""
+    x, w = tensors["self"].kernel_operand(), tensors["weight"].kernel_operand()
     b = tensors["bias"]
     start = bias_start(device_view(b, bases["bias"]) if bases["bias"] is not None else np.zeros(0, np.float32),
                        plan.bias_bc)
     out = tensors["out"]
-    direct = out.is_contiguous() and bases["out"] is not None
-    if direct:
-        target = None
+    target = None
+    if not plan.out_staging:
         out_op = (out.kernel_operand()[0], plan.dtype)
-    else:
-        target = np.empty((plan.T_out, plan.shape[1], plan.shape[3]), out_numpy_dtype(plan.dtype))
-        out_op = (target.__array_interface__["data"][0] if target.size else 0, plan.dtype)
+    else:                       # the staging copy: the workspace's last out_staging (+ alignment) bytes
+        start_at = plan.workspace_size - plan.out_staging - WS_ALIGN
+        addr = ws_arr.__array_interface__["data"][0] + start_at
+        skip = -addr % WS_ALIGN
+        target = np.ndarray((plan.T_out, plan.shape[1], plan.shape[3]), out_numpy_dtype(plan.dtype),
+                            buffer=ws_arr, offset=start_at + skip)
+        out_op = (addr + skip, plan.dtype)
     ws_addr = 0 if ws_arr is None else ws_arr.__array_interface__["data"][0]
-    run_forward_plan(plan, x, w, start, out_op, ws_addr, 0 if ws_arr is None else int(ws_size), cancel)
-    if target is not None and target.size:
+    run_forward_plan(plan, x, w, start, out_op, ws_addr, plan.workspace_size - plan.out_staging - WS_ALIGN
+                     if plan.out_staging else (0 if ws_arr is None else int(ws_size)), cancel)
+    if target is not None:
         device_view(out, bases["out"])[...] = target
-    del keep
 
 
 # ---- CANN layer: the two phases ---------------------------------------------------------------------------
 import weakref as _weakref
-from typing import Optional as _Optional
 
 from .status import (ACLNN_ERR_INNER, ACLNN_SUCCESS, never_raises, set_error)
 
@@ -485,7 +488,7 @@ def aclnnConvTbcGetWorkspaceSize(self, weight, bias, pad, out, cube_math_type):
         profile = get_profile()
         info = check_forward(tensors, pad, cube_math_type, profile, api._is_live_tensor, api._expected_tensor)
         options = resolve_options(profile)
-        plan = make_forward_plan(info, options, api._threads(None), profile)
+        plan = make_forward_plan(info, options, api._threads(None), profile, out.is_contiguous())
         executor = api.aclOpExecutor(plan, tensors)
         _fwd_executors.add(executor)
         api._executors.add(executor)       # genuine: aclSetAclOpExecutorRepeatable / aclDestroyAclOpExecutor take it

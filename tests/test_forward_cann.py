@@ -220,3 +220,22 @@ def test_empty_out_and_empty_input():
     t, p = _tensors(x, w, b, 1)
     assert _run(t, 1) == 0
     np.testing.assert_array_equal(read_back(p["out"], (6, 2, 4), F32), np.broadcast_to(b, (6, 2, 4)))
+
+
+def test_out_whose_elements_overlap_is_rejected():
+    x, w, b = _problem(seed=11)
+    t, _ = _tensors(x, w, b, 1)
+    rc_, ptr = pc.aclrtMalloc(4 * 64)
+    o = pc.aclCreateTensor([6, 2, 4], pc.ACL_FLOAT, [4, 0, 1], 0, pc.ACL_FORMAT_ND, [64], ptr)   # B stride 0
+    rc, _, _ = pc.aclnnConvTbcGetWorkspaceSize(t["self"], t["weight"], t["bias"], 1, o, 0)
+    assert rc == 161002 and "elements are distinct" in pc.aclGetRecentErrMsg()
+
+
+def test_non_contiguous_out_staging_is_inside_the_workspace():
+    x, w, b = _problem(seed=12)
+    t, p = _tensors(x, w, b, 1)
+    rc, ws_contig, _ = pc.aclnnConvTbcGetWorkspaceSize(t["self"], t["weight"], t["bias"], 1, t["out"], 0)
+    storage = np.zeros((6, 4, 2), F32)
+    t["out"], p["out"] = device_tensor(storage, pc.ACL_FLOAT, view=[6, 2, 4], strides=[8, 1, 2])
+    rc, ws_strided, _ = pc.aclnnConvTbcGetWorkspaceSize(t["self"], t["weight"], t["bias"], 1, t["out"], 0)
+    assert rc == 0 and ws_strided >= ws_contig + 6 * 2 * 4 * 4       # the staging copy is part of the workspace

@@ -261,6 +261,7 @@ static void ct_plan_direct(ct_plan *P) {
 /* ------------------------------------------------------------------------------------------------ */
 static inline float ct_load1(const char *p, int dt) {
     if (dt == CT_DT_F32) { float f; memcpy(&f, p, 4); return f; }
+    if (dt == CT_DT_HIF8) return pct_hif8_to_f32(*(const uint8_t *)p);     /* the forward's HiFloat8 operands */
     uint16_t h; memcpy(&h, p, 2);
     return dt == CT_DT_F16 ? pct_f16_bits_to_f32(h) : pct_bf16_bits_to_f32(h);
 }
@@ -869,6 +870,7 @@ static int ct_isa_supported(void) {
 
 static inline void ct_decode_row(int isa, const char *src, int64_t stride, int dt, int64_t n, float *out) {
 #if CT_X86
+    if (dt == CT_DT_HIF8) { ct_decode_row_port(src, stride, dt, n, out); return; }   /* a table lookup per code */
     if (isa == CT_ISA_AVX512) { ct_decode_row_512(src, stride, dt, n, out); return; }
     if (isa == CT_ISA_AVX2) { ct_decode_row_256(src, stride, dt, n, out); return; }
 #endif

@@ -219,11 +219,11 @@ def workspace_size(shape, compute, dtypes, num_threads, deterministic=None):
     return int(P.total_floats) * 4 + CT_ALIGN   # + alignment slack
 
 
-cdef int _src(ct_src *s, op, str name) except -1:
+cdef int _src(ct_src *s, op, str name, tuple allowed=_IN_DTYPES) except -1:
     if len(op) != 5:
         raise ValueError(f"{name} must be (address, bs0, bs1, bs2, dtype), got {op!r}")
     addr, s0, s1, s2, dt = [int(v) for v in op]
-    if dt not in _IN_DTYPES:
+    if dt not in allowed:
         raise ValueError(f"{name}: unsupported dtype code {dt}")
     s.base = <const char *><uintptr_t>addr
     s.s0 = s0
@@ -503,6 +503,7 @@ cdef void _execute(ct_plan *P, int threads) noexcept nogil:
 
 # ---- the forward operator aclnnConvTbc (_conv_fwd.h) -------------------------------------------------------
 _FWD_OUT_DTYPES = (0, 1, 27, 34)
+_FWD_IN_DTYPES = (0, 1, 27, 34)      # HiFloat8 operands are decoded while they are packed (exact in fp32)
 
 
 cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
@@ -537,16 +538,16 @@ def forward_workspace_size(shape, mode, int out_dt, num_threads):
 def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, cancel=None):
     """The forward sums (docs/developer.md).  Releases the GIL for all the work.
 
-    x, w: (address, bs0, bs1, bs2, dtype) of (T_in, B, Cin) and (K, Cin, Cout), dtype FLOAT, FLOAT16 or BF16
-    (HiFloat8 inputs are decoded to FLOAT by the caller: the decoding is exact); bias: the address of Cout fp32
+    x, w: (address, bs0, bs1, bs2, dtype) of (T_in, B, Cin) and (K, Cin, Cout), dtype FLOAT, FLOAT16, BF16 or
+    HIFLOAT8 (decoded exactly while packed); bias: the address of Cout fp32
     start values (C-contiguous), or 0 for none; out: (address, dtype) of a C-contiguous (T_out, B, Cout) array
     (FLOAT, FLOAT16, BF16 or HIFLOAT8).  mode: (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate, acc,
     k0, pre), pre the rounding of the fp32 sums before the cast (0 none, 2 FP16, 3 BF16).  cancel: as ``run``.
     """
     cdef ct_fwd F
     _fwd_plan(&F, shape, mode, num_threads, int(out[1]))
-    _src(&F.x, x, "x")
-    _src(&F.w, w, "w")
+    _src(&F.x, x, "x", _FWD_IN_DTYPES)
+    _src(&F.w, w, "w", _FWD_IN_DTYPES)
     F.bias = <const float *><uintptr_t>int(bias)
     F.out = _out(out, "out", _FWD_OUT_DTYPES, &F.out_dt, F.RO * F.Cout)
     F.isa = _isa
