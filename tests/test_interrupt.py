@@ -101,3 +101,19 @@ def test_sigint_in_synchronize_cancels_the_stream_work(long_problem):
     assert pc.aclnnConvTbcBackward(ws2, n2, ex2, stream) == 0
     assert pc.aclrtSynchronizeStream(stream) == 0
     assert pc.aclrtDestroyStream(stream) == 0
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+@pytest.mark.parametrize("accumulation", ["cube", "sequential"])
+def test_sigint_interrupts_a_long_forward_call(long_problem, accumulation):
+    _, x, w, b = long_problem
+    timer = threading.Timer(DELAY, lambda: os.kill(os.getpid(), signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pc.conv_tbc(x, w, b, 0, num_threads=2, accumulation=accumulation)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < DELAY + BOUND
+    np.testing.assert_array_equal(pc.conv_tbc(x[:64, :1], w, b, 0).shape, (1, 1, 256))   # usable afterwards
