@@ -205,7 +205,8 @@ def bias_start(bias_values, bc):
     if v.dtype != np.float32:
         v = v.astype(np.float32)          # fp16 / bf16 -> fp32 is exact
     if bc != _F:
-        v = v.astype(_NP_OF[bc]).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):      # fp16 overflow -> inf is the rule, not a warning
+            v = v.astype(_NP_OF[bc]).astype(np.float32)
     return np.ascontiguousarray(v, dtype=np.float32)
 
 
