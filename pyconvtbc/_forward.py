@@ -54,11 +54,13 @@ def _seen(desc, numpy):
     return f"has data type {code}"
 
 
-def check_forward(t, pad, cube_math_type, profile, is_descriptor, expected="a live tensor descriptor", numpy=False):
+def check_forward(t, pad, cube_math_type, profile, is_descriptor, expected="a live tensor descriptor", numpy=False,
+                  dtype_rule=None):
     """Raise Invalid(status, message) at the first failed rule (in the operator's order); return the sizes.
 
     t: dict name -> descriptor (or None) for self, weight, bias, out; is_descriptor(obj) says whether obj is a
-    live descriptor.  numpy: messages in the NumPy layer's words.
+    live descriptor.  numpy: messages in the NumPy layer's words.  dtype_rule: a callable run first among the
+    data-type rules (the NumPy layer's hif8_inputs check).
     """
     labels = NUMPY_LABELS if numpy else {}
 
@@ -79,6 +81,8 @@ def check_forward(t, pad, cube_math_type, profile, is_descriptor, expected="a li
             what = "a destroyed aclTensor" if destroyed else f"a {type(obj).__name__}"
             raise Invalid(INVALID, f"{L(n)} is {what}; expected {expected(obj) if callable(expected) else expected}")
     # 2. data types: self in the chip's list; weight and out equal to self's (no promotion); bias any float
+    if dtype_rule is not None:
+        dtype_rule()
     s_dt = t["self"].data_type
     allowed = self_dtypes(profile)
     if s_dt not in allowed:
@@ -366,12 +370,13 @@ def conv_tbc(input, weight, bias, pad=0, *, cube_math_type=0, soc=None, num_thre
     else:
         descs["out"] = _OutDesc((), _F)
     profile = guarded("soc", soc, lambda: get_profile(soc), f"None or one of {sorted(PROFILES)}")
-    if hif8_inputs and profile.name != "ascend950":
-        err(INVALID, f"hif8_inputs is True on {profile.name}; expected False (HiFloat8 operands exist only on "
-            "ascend950)")
+    def hif8_rule():
+        if hif8_inputs and profile.name != "ascend950":
+            raise Invalid(INVALID, f"hif8_inputs is True on {profile.name}; expected False (HiFloat8 operands "
+                          "exist only on ascend950)")
     try:
         info = check_forward(descs, pad, cube_math_type, profile, lambda d: isinstance(d, (api._ArrayDesc, _OutDesc)),
-                             api._expected_array, numpy=True)
+                             api._expected_array, numpy=True, dtype_rule=hif8_rule)
     except Invalid as e:
         err(e.status, e.message)
     overrides = {"hf32_rounding": hf32_rounding, "hf32_mantissa_bits": hf32_mantissa_bits,
