@@ -904,6 +904,18 @@ def test_hif8_non_contiguous_same_bits():
         assert_same_bits(pc.conv_tbc(xv, wv, bv, 1, soc="ascend950", hif8_inputs=True), ref)
 
 
+def test_misaligned_views_same_bits():
+    x, w, b = normal_problem(6, 2, 5, 3, 2, np.float32, seed=9)
+    ref = pc.conv_tbc(x, w, b, 1)
+    views = []
+    for a in (x, w, b):
+        raw = np.zeros(a.nbytes + 1, np.uint8)
+        raw[1:] = a.view(np.uint8).ravel()
+        views.append(np.frombuffer(raw.data, dtype=a.dtype, count=a.size, offset=1).reshape(a.shape))
+    assert not any(v.flags.aligned for v in views)
+    assert_same_bits(pc.conv_tbc(*views, 1), ref)
+
+
 def test_result_is_new_each_call():
     x, w, b = good()
     a = pc.conv_tbc(x, w, b, 1)
