@@ -105,6 +105,45 @@ def round_operand(a, compute, soc="ascend910b", hf32_rounding="half_away"):
     raise ValueError(compute)
 
 
+def fp_cast(a, fmt):
+    """Round float32 values to the format 'FP32', 'FP16' or 'BF16' (RNE; fp16 overflow -> +-inf) and widen back
+    to float32 (exact)."""
+    import ml_dtypes
+    a = np.asarray(a).astype(np.float32)
+    if fmt == "FP32":
+        return a
+    with np.errstate(over="ignore"):      # fp16 overflow -> +-inf is the rule, not an accident
+        return a.astype({"FP16": np.float16, "BF16": ml_dtypes.bfloat16}[fmt]).astype(np.float32)
+
+
+# Unit roundoff (half the epsilon) and half the smallest subnormal of the formats, for tolerance bounds.
+UNIT_ROUNDOFF = {"FP32": 0.0, "HF32": 0.0, "FP16": 2.0 ** -11, "BF16": 2.0 ** -8}
+HALF_TINY = {"FP32": 0.0, "HF32": 0.0, "FP16": 2.0 ** -25, "BF16": 2.0 ** -134}
+
+
+def quantum(a):
+    """The smallest power of two every non-zero value of ``a`` is an integer multiple of (inf when all zero)."""
+    a = np.abs(np.asarray(a, np.float64)).ravel()
+    a = a[(a != 0) & np.isfinite(a)]
+    if not a.size:
+        return np.inf
+    m, e = np.frexp(a)                        # a = m * 2**e, m in [0.5, 1)
+    M = (m * 2.0 ** 53).astype(np.int64)      # an integer: m has at most 53 significant bits
+    low = M & -M                              # the lowest set bit
+    return float(np.min(np.ldexp(low.astype(np.float64), e - 53)))
+
+
+def sums_exact_in_float64(x, w, bias, pad):
+    """True when every partial sum of the forward's products (and the bias) is exact in float64: each value is a
+    multiple of the smallest quantum q, and |value| <= the sum of |terms|, so < 2**52 * q suffices."""
+    q = min(quantum(x) * quantum(w), quantum(bias))
+    if not np.isfinite(q):
+        return True
+    scale = conv_tbc_ref(np.abs(np.asarray(x, np.float64)), np.abs(np.asarray(w, np.float64)),
+                         np.abs(np.asarray(bias, np.float64)), pad)
+    return (scale.max(initial=0.0) * (1 + 2.0 ** -20)) / q < 2.0 ** 52
+
+
 # The cubeMathType table of SEMANTICS.md section 3, as (promoted dtype name, soc) -> compute per cube value.
 CUBE_TABLE = {
     ("float32", "ascend910b"): ("FP32", "HF32", "FP16", "HF32"),
