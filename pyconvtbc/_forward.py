@@ -150,8 +150,10 @@ def check_forward(t, pad, cube_math_type, profile, is_descriptor, expected="a li
     else:
         C = compute_precision(profile, s_dt, cmt)
         if C is None:
-            raise Invalid(INVALID, f"{L('cubeMathType')} {cmt} is not supported for {dtype_name(s_dt)} operands "
-                          f"on {profile.name}")
+            ok = [c for c in range(4) if compute_precision(profile, s_dt, c) is not None]
+            what = NUMPY_DTYPE_NAMES.get(s_dt) if numpy else dtype_name(s_dt).split(" ")[0]
+            raise Invalid(INVALID, f"{L('cubeMathType')} {cmt} is not supported for {what} operands on "
+                          f"{profile.name}; expected one of {ok}")
     # 7. memory (ours, beyond CANN): views inside their storage, strides >= 0, out overlapping no input
     for n in NAMES:
         problem = getattr(t[n], "memory_problem", None)
@@ -371,9 +373,15 @@ def conv_tbc(input, weight, bias, pad=0, *, cube_math_type=0, soc=None, num_thre
         descs["out"] = _OutDesc((), _F)
     profile = guarded("soc", soc, lambda: get_profile(soc), f"None or one of {sorted(PROFILES)}")
     def hif8_rule():
-        if hif8_inputs and profile.name != "ascend950":
+        if not hif8_inputs:
+            return
+        if profile.name != "ascend950":
             raise Invalid(INVALID, f"hif8_inputs is True on {profile.name}; expected False (HiFloat8 operands "
                           "exist only on ascend950)")
+        for n in ("self", "weight"):
+            if descs[n].data_type != _HIF8:
+                raise Invalid(INVALID, f"{NUMPY_LABELS.get(n, n)} has dtype {descs[n].array.dtype}; expected uint8 "
+                              "HiFloat8 codes (hif8_inputs=True)")
     try:
         info = check_forward(descs, pad, cube_math_type, profile, lambda d: isinstance(d, (api._ArrayDesc, _OutDesc)),
                              api._expected_array, numpy=True, dtype_rule=hif8_rule)

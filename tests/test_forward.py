@@ -21,8 +21,8 @@ from reference import (CUBE_TABLE, HALF_TINY, UNIT_ROUNDOFF, conv_tbc_ref, fp32_
                        round_operand, sums_exact_in_float64)
 
 BF16 = ml_dtypes.bfloat16
-# fp16 overflow to +-inf is part of the rules tested here (bias casts, output rounding): NumPy's cast warning is
-# expected, from the test data and from the layer's own casts
+# fp16 overflow to +-inf is part of the rules tested here: building the test data (the bias values cast to
+# float16) makes NumPy warn; the layer itself does not warn
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 INVALID, NULLPTR = 161002, 161001
 SOCS = ("ascend910b", "ascend950", "ascend910")
@@ -584,9 +584,6 @@ def test_hif8_overflow_saturate_and_hybrid_spot_values():
     assert out[1, 0, 0] == 0x41
 
 
-@pytest.mark.xfail(strict=True, reason="F2: a None tensor (rule 1, 161001) is checked before every data-type rule; "
-                   "conv_tbc checks 'hif8_inputs on a profile without HiFloat8' (a data-type rule, 161002) before "
-                   "the None rule, so conv_tbc(None, w, b, hif8_inputs=True, soc='ascend910b') gives 161002")
 def test_none_before_hif8_profile_rule():
     w = np.full((2, 2, 3), 0x08, np.uint8)
     raises(NULLPTR, "input", args=(None, w, np.zeros(3, np.float32), 0), soc="ascend910b", hif8_inputs=True)
@@ -609,9 +606,6 @@ def test_hif8_wrong_arrays():
     raises(INVALID, "bias", args=(x, w, b.view(np.uint32), 0), soc="ascend950", hif8_inputs=True)
 
 
-@pytest.mark.xfail(strict=True, reason="API section 4: with hif8_inputs=True, input and weight ARE uint8 arrays of "
-                   "HiFloat8 codes and the result is uint8 codes; conv_tbc silently ignores hif8_inputs=True for "
-                   "float arrays and returns a float result instead of rejecting them (161002)")
 def test_hif8_inputs_with_float_arrays_rejected():
     x = np.ones((4, 1, 2), np.float32)
     w = np.ones((2, 2, 3), np.float32)
