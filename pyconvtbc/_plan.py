@@ -11,7 +11,8 @@ import threading
 import numpy as np
 
 from ._kernels import _conv_tbc
-from .profiles import HF32_ROUNDINGS, HIF8_ROUNDINGS, accumulation_mode
+from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS
+from .profiles import accumulation_mode
 
 WS_ALIGN = 64  # the kernels get a 64-byte-aligned workspace; phase 1 asks for this much slack
 INLINE_FLOPS = 1 << 21  # below this, work on an idle stream runs in the caller's thread (no hand-off)

@@ -5,6 +5,7 @@ CANN layer's aclTensor and the NumPy layer's array descriptors share every rule.
 applies to descriptors that have ``memory_problem`` (CANN tensors); NumPy arrays are valid views by
 construction and the NumPy layer allocates its outputs itself.
 """
+from . import formats as _reg
 from .enums import aclDataType as DT, aclFormat, dtype_name, format_name
 from .profiles import compute_precision, promote
 from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR, safe_repr
@@ -12,8 +13,8 @@ from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR 
 NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
 INPUTS = NAMES[:4]
 OUTPUTS = NAMES[4:]
-FLOATS = (int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16))
-EIGHT_BIT = (int(DT.ACL_HIFLOAT8), int(DT.ACL_FLOAT8_E4M3FN))
+FLOATS = _reg.codes_with_role(_reg.OPERAND)          # FLOAT, FLOAT16, BF16 (the registry's operand formats)
+EIGHT_BIT = _reg.codes_with_role(_reg.GRAD_WEIGHT)    # HIFLOAT8, FLOAT8_E4M3FN (gradWeight-only outputs)
 FORMATS = (int(aclFormat.ACL_FORMAT_ND), int(aclFormat.ACL_FORMAT_NCL))
 RANKS = {"self": 3, "input": 3, "weight": 3, "bias": 1, "gradInput": 3, "gradWeight": 3, "gradBias": 1}
 PAD_MAX = 255
@@ -31,14 +32,17 @@ class Invalid(Exception):
 NUMPY_LABELS = {"self": "grad_output", "gradInput": "grad_input (the output, in input's dtype)",
                 "gradWeight": "grad_weight_dtype", "gradBias": "grad_bias (the output, in bias's dtype)",
                 "cubeMathType": "cube_math_type"}
-NUMPY_DTYPE_NAMES = {int(DT.ACL_FLOAT): "float32", int(DT.ACL_FLOAT16): "float16", int(DT.ACL_BF16): "bfloat16",
-                     int(DT.ACL_HIFLOAT8): "hifloat8", int(DT.ACL_FLOAT8_E4M3FN): "float8_e4m3fn"}
+
+
+def _or_list(words):
+    """'a, b or c'."""
+    words = list(words)
+    return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
 
 
 def _names(codes, numpy=False):
     if numpy:
-        words = [NUMPY_DTYPE_NAMES[c] for c in codes]
-        return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+        return _or_list(_reg.data_type(c).name for c in codes)
     return ", ".join(dtype_name(c).split(" ")[0] for c in codes)
 
 
@@ -156,10 +160,10 @@ def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tenso
     gw = t["gradWeight"].data_type
     if gw != t["weight"].data_type and gw not in EIGHT_BIT and numpy:
         raise Invalid(INVALID, f"grad_weight_dtype {_dtype_seen(t['gradWeight'], True)}; expected None or "
-                      f"weight's dtype ({_names([t['weight'].data_type], True)}), hifloat8 or float8_e4m3fn")
+                      f"weight's dtype ({_names([t['weight'].data_type], True)}), {_names(EIGHT_BIT, True)}")
     if gw != t["weight"].data_type and gw not in EIGHT_BIT:
         raise Invalid(INVALID, f"{L('gradWeight')} has data type {dtype_name(gw)}; expected weight's "
-                      f"({dtype_name(t['weight'].data_type)}), HIFLOAT8 or FLOAT8_E4M3FN")
+                      f"({dtype_name(t['weight'].data_type)}), {_or_list(_reg.data_type(c).short for c in EIGHT_BIT)}")
     # 8. memory (ours, beyond CANN)
     for n in NAMES:
         problem = getattr(t[n], "memory_problem", None)

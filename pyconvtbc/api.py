@@ -13,7 +13,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from . import runtime
+from . import formats as _reg, runtime
 from ._kernels._openmp import effective_threads, omp_max_threads
 from ._plan import INLINE_FLOPS, make_plan, run_plan, run_plan_arrays
 from ._validation import NAMES, Invalid, check
@@ -292,17 +292,14 @@ def _as_input(a):
     return _ArrayDesc(a)
 
 
-_GW_NAMES = {"hifloat8": int(DT.ACL_HIFLOAT8), "float8_e4m3fn": int(DT.ACL_FLOAT8_E4M3FN),
-             "float32": int(DT.ACL_FLOAT), "float16": int(DT.ACL_FLOAT16), "bfloat16": int(DT.ACL_BF16)}
-
-
 def _grad_weight_code(value, weight_desc):
     """The aclDataType for grad_weight_dtype, or the value itself (rejected by validation, named)."""
     if value is None:
         return weight_desc.data_type if weight_desc is not None else int(DT.ACL_DT_UNDEFINED)
     if isinstance(value, str):
-        if value.lower() in _GW_NAMES:
-            return _GW_NAMES[value.lower()]
+        rec = _reg.data_type_named(value)
+        if rec is not None:
+            return rec.code
         try:  # another dtype name ('float64'): its code, so the message names it
             code = acl_dtype_of_numpy(np.dtype(value))
         except Exception:

@@ -37,8 +37,7 @@ __all__ = [
     "HF32_ROUNDINGS",
 ]
 
-HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}                 # HIF8_TA, HIF8_HYBRID
-HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}    # HF32_HALF_AWAY, HF32_NEAREST_EVEN
+from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS  # noqa: E402  (declared once, in the registry)
 
 
 # ---- argument checks ------------------------------------------------------------------------------------

@@ -9,19 +9,16 @@ import threading
 from dataclasses import dataclass, field
 
 from .enums import aclDataType as DT
+from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
 
-# Compute precision C (also used by the Cython kernels: docs/developer.md).
-COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = 0, 1, 2, 3
-COMPUTE_NAMES = {COMPUTE_FP32: "FP32", COMPUTE_HF32: "HF32", COMPUTE_FP16: "FP16", COMPUTE_BF16: "BF16"}
-
-HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}
-HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}
+# Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
+COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = (c.code for c in COMPUTE_PRECISIONS)
+COMPUTE_NAMES = {c.code: c.name for c in COMPUTE_PRECISIONS}
 
 # The cube accumulation model (docs/precision.md, "Accumulation model"): the forms, and the products per cube
 # step (k0) of each compute precision; block_size overrides k0 within BLOCK_SIZE_RANGE.
 ACCUMULATIONS = {"sequential": 0, "cube": 1, "cube_wide": 2, "cube_rz": 3}
-K0 = {COMPUTE_FP32: 8, COMPUTE_HF32: 8, COMPUTE_FP16: 16, COMPUTE_BF16: 16}
-K0_8BIT = 32                 # 8-bit operands (the forward's HiFloat8 inputs)
+K0 = {c.code: c.k0 for c in COMPUTE_PRECISIONS}
 BLOCK_SIZE_RANGE = (1, 64)
 
 _F, _H, _B = int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16)

@@ -102,5 +102,6 @@ class AclnnError(ValueError):
         self.message = message
 
 
-__all__ = ["aclnnStatus", "aclError", "AclnnError", "aclGetRecentErrMsg", "set_error"] + \
+# The public names (the package re-exports them); set_error stays internal.
+__all__ = ["aclnnStatus", "aclError", "AclnnError", "aclGetRecentErrMsg"] + \
     [m.name for m in aclnnStatus] + [m.name for m in aclError]
