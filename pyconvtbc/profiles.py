@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .enums import aclDataType as DT
+from .status import is_int
 from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
 
 # Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
@@ -122,11 +123,6 @@ def get_profile(name=None):
 _DEFAULT_OPTIONS = {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
                     "hif8_rounding": "ta", "saturate": False,
                     "accumulation": "cube", "block_size": None, "order_seed": None}
-
-
-def _is_int(v):
-    import numbers
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 _options = dict(_DEFAULT_OPTIONS)
 
 
@@ -150,12 +146,12 @@ def check_option(name, value):
             raise ValueError(f"accumulation is {value!r}; expected one of {sorted(ACCUMULATIONS)}")
     elif name == "block_size":
         lo, hi = BLOCK_SIZE_RANGE
-        if value is not None and (not _is_int(value) or not lo <= value <= hi):
+        if value is not None and (not is_int(value) or not lo <= value <= hi):
             raise ValueError(f"block_size is {value!r}; expected None (k0 of the compute precision) or an "
                              f"integer in [{lo}, {hi}]")
         value = None if value is None else int(value)
     elif name == "order_seed":
-        if value is not None and (not _is_int(value) or value < 0):
+        if value is not None and (not is_int(value) or value < 0):
             raise ValueError(f"order_seed is {value!r}; expected None (a fresh order per call) or an integer "
                              ">= 0")
         value = None if value is None else int(value)

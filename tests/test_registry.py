@@ -87,7 +87,7 @@ spec.loader.exec_module(F)
 F._register(dataclasses.replace(F.data_type(35), name="float8_e5m2", aliases=("e5m2",),
                                 roles=frozenset({F.GRAD_WEIGHT}), overflow=(61440.0, True)))
 import pyconvtbc as pc
-from pyconvtbc import _validation, api
+from pyconvtbc import _validation, _op_conv_tbc_backward as api
 from pyconvtbc.study import choices, metrics
 out = {}
 out["eight_bit"] = list(_validation.EIGHT_BIT)
