@@ -63,10 +63,6 @@ def _mantissa_bits(value):
     return int(value)
 
 
-def _threads(num_threads):
-    return effective_threads(num_threads)
-
-
 # ---- input conversion -----------------------------------------------------------------------------------
 def _is_float_like(dt):
     """True for numpy floats and ml_dtypes / en_dtypes style float scalar types."""
@@ -114,7 +110,7 @@ def _run(kernel, src, out_dtype, *args, num_threads=None):
     flat = src.reshape(-1)
     out = np.empty(flat.shape[0], dtype=out_dtype)
     if flat.shape[0]:
-        kernel(flat, out, *args, _threads(num_threads))
+        kernel(flat, out, *args, effective_threads(num_threads))
     return out.reshape(src.shape)
 
 
