@@ -135,7 +135,7 @@ def cache_key(op: Operator, arrays: tuple, scalars: tuple, options: tuple, num_t
             return None
     environ = os.environ
     try:
-        key = (op, tuple((a.shape, a.dtype) for a in arrays), tuple(map(type, scalars)), scalars,
+        key = (op, tuple([(a.shape, a.dtype) for a in arrays]), tuple(map(type, scalars)), scalars,
                tuple(map(type, options)), options, settings_key(),
                environ.get("PYCONVTBC_SOC_VERSION"), environ.get("PYCONVTBC_NUM_THREADS"),
                omp_max_threads() if num_threads is None else None)

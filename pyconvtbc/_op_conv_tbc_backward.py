@@ -112,7 +112,7 @@ class ConvTbcBackward(_twophase.Operator):
 
     def numpy_outputs(self, plan, arrays):
         _, x, w, b = arrays
-        return [(a.shape, NUMPY_DTYPE[DT(c)]) for a, c in zip((x, w, b), plan.dtypes[3:])]
+        return [(a.shape, NUMPY_DTYPE[c]) for a, c in zip((x, w, b), plan.dtypes[3:])]   # int keys: no enum built
 
     def run_arrays(self, plan, arrays, outputs, ws):
         dy, x, w, _ = arrays          # bias: only its dtype and shape matter
@@ -138,7 +138,7 @@ def run_plan(plan: Plan, dy: tuple, x: tuple, w: tuple, gi: tuple, gw: tuple, gb
     cancel: None, or an int32 array of one element; nonzero stops the kernels (they then raise).
     """
     ws_address, ws_size = aligned_workspace(plan, ws_address, ws_size)
-    _conv_tbc.run(dy, x, w, gi, gw, gb, tuple(plan.shape), tuple(plan.mode), ws_address, ws_size,
+    _conv_tbc.run(dy, x, w, gi, gw, gb, plan.kernel_shape, plan.kernel_mode, ws_address, ws_size,
                   plan.num_threads, plan.deterministic, plan.order(), cancel)
 
 
@@ -149,7 +149,7 @@ def run_plan_arrays(plan: Plan, dy: np.ndarray, x: np.ndarray, w: np.ndarray, gi
     dy/x/w: arrays of the planned shapes and dtypes (any strides, element-aligned); gi/gw/gb: new C-contiguous
     outputs; ws: a uint8 array of at least plan.workspace_size bytes, or None when that is 0.
     """
-    _conv_tbc.run_arrays(dy, x, w, gi, gw, gb, plan.dtypes, tuple(plan.shape), tuple(plan.mode),
+    _conv_tbc.run_arrays(dy, x, w, gi, gw, gb, plan.dtypes, plan.kernel_shape, plan.kernel_mode,
                          ws if plan.kernel_workspace else None, plan.num_threads, plan.deterministic,
                          plan.order())
 

@@ -5,7 +5,7 @@ codes, how to compute (``Mode``), the thread count, determinism and the workspac
 ``kernel_workspace`` sizes the workspace and its ``run`` / ``run_arrays`` call the kernels with the plan.
 """
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +28,13 @@ class Plan:
     kernel_workspace: int
     options: tuple        # the emulation options used, for reports: ((name, value), ...)
     order_seed: object = None   # None: a fresh gradWeight order per call (when the order is not deterministic)
+    # shape and mode as the plain tuples the Cython entry points take (made once, not per call)
+    kernel_shape: tuple = field(init=False, repr=False, compare=False)
+    kernel_mode: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "kernel_shape", tuple(self.shape))
+        object.__setattr__(self, "kernel_mode", tuple(self.mode))
 
     @property
     def permutes(self):
