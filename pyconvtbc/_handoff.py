@@ -35,8 +35,7 @@ class Mode(NamedTuple):
 
 
 class Problem(NamedTuple):
-    """What an operator's rules found: the sizes, the promoted operand type and the compute precision."""
+    """What an operator's rules found: the sizes and the compute precision."""
 
     shape: Shape
-    promoted: int             # aclDataType code of the operands' promoted type
     compute: int              # compute precision C

@@ -92,7 +92,7 @@ class ConvTbcBackward(_twophase.Operator):
                           f"({dtype_name(t['weight'].data_type)}), "
                           f"{or_list(_reg.data_type(c).short for c in EIGHT_BIT)}")
         check_memory(t, INPUTS, OUTPUTS)                                             # 8. memory (ours)
-        return Problem(shape, P, C)
+        return Problem(shape, C)
 
     # ---- kernel calls ----
     def kernel_dtypes(self, t):
