@@ -1,17 +1,17 @@
-"""Planning: from validated sizes and settings to what the kernels need, and the executor object.
+"""Planning: from a validated problem and the settings to what the kernels need (operator-neutral).
 
-A ``Plan`` is immutable and holds everything decided at phase 1: sizes, dtype codes, the compute
-precision and rounding modes, thread count, determinism and the workspace size.  ``run_plan`` is the
-single place both layers call the kernels from.
+A ``Plan`` is immutable and holds everything decided at phase 1: the operator, the sizes (``Shape``), the dtype
+codes, how to compute (``Mode``), the thread count, determinism and the workspace size.  The operator's
+``kernel_workspace`` sizes the workspace and its ``run`` / ``run_arrays`` call the kernels with the plan.
 """
-from dataclasses import dataclass
-
 import threading
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._kernels import _conv_tbc
-from .profiles import HF32_ROUNDINGS, HIF8_ROUNDINGS, accumulation_mode
+from ._handoff import Mode, Shape
+from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS
+from .profiles import accumulation_mode
 
 WS_ALIGN = 64  # the kernels get a 64-byte-aligned workspace; phase 1 asks for this much slack
 INLINE_FLOPS = 1 << 21  # below this, work on an idle stream runs in the caller's thread (no hand-off)
@@ -19,23 +19,29 @@ INLINE_FLOPS = 1 << 21  # below this, work on an idle stream runs in the caller'
 
 @dataclass(frozen=True)
 class Plan:
-    shape: tuple          # (T_in, B, Cin, Cout, K, pad)
-    T_out: int
-    dtypes: tuple         # aclDataType codes of (self, input, weight, gradInput, gradWeight, gradBias)
-    promoted: int
-    compute: int
-    mode: tuple           # (compute, hf32_mantissa_bits, hf32_rounding, hif8_rounding, saturate, acc, k0, layout)
+    op: object            # the operator (an _twophase.Operator) whose kernels run this plan
+    shape: Shape
+    dtypes: tuple         # aclDataType codes, in the order the operator's kernel takes them
+    mode: Mode
     num_threads: int
     deterministic: bool
     kernel_workspace: int
     options: tuple        # the emulation options used, for reports: ((name, value), ...)
     order_seed: object = None   # None: a fresh gradWeight order per call (when the order is not deterministic)
+    extra: tuple = ()           # the operator's own phase-1 decisions (Problem.extra)
+    # shape and mode as the plain tuples the Cython entry points take (made once, not per call)
+    kernel_shape: tuple = field(init=False, repr=False, compare=False)
+    kernel_mode: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "kernel_shape", tuple(self.shape))
+        object.__setattr__(self, "kernel_mode", tuple(self.mode))
 
     @property
     def permutes(self):
         """Whether the per-item gradWeight chains are added in a per-call order (docs/precision.md)."""
-        acc, _, layout = self.mode[5:]
-        return acc != 0 and layout == 0 and not self.deterministic and self.shape[1] > 1
+        return (self.mode.accumulation != 0 and self.mode.layout == 0 and not self.deterministic
+                and self.shape.B > 1)
 
     def order(self):
         """The batch order for this execution: None (b order), or a permutation of range(B) drawn now (from
@@ -43,11 +49,11 @@ class Plan:
         if not self.permutes:
             return None
         if self.order_seed is not None:
-            return np.random.default_rng(self.order_seed).permutation(self.shape[1])
+            return np.random.default_rng(self.order_seed).permutation(self.shape.B)
         rng = getattr(_rng, "gen", None)
         if rng is None:
             rng = _rng.gen = np.random.default_rng()
-        return rng.permutation(self.shape[1])
+        return rng.permutation(self.shape.B)
 
     @property
     def workspace_size(self):
@@ -55,45 +61,29 @@ class Plan:
 
     @property
     def flops(self):
-        T_in, B, Cin, Cout, K, _ = self.shape
-        return 4 * self.T_out * B * Cin * Cout * K
+        return self.op.flops(self.shape)
 
 
 _rng = threading.local()   # per-thread generators for the fresh per-call orders
 
 
-def make_plan(info, dtypes, options, num_threads, deterministic, profile):
-    shape = (info["T_in"], info["B"], info["Cin"], info["Cout"], info["K"], info["pad"])
-    mode = (info["compute"], int(options["hf32_mantissa_bits"]), HF32_ROUNDINGS[options["hf32_rounding"]],
-            HIF8_ROUNDINGS[options["hif8_rounding"]], bool(options["saturate"]))
-    mode += accumulation_mode(profile, info["compute"], options)
-    ws = int(_conv_tbc.workspace_size(shape, mode, tuple(int(d) for d in dtypes), int(num_threads)))
-    return Plan(shape, info["T_out"], tuple(int(d) for d in dtypes), info["promoted"], info["compute"], mode,
-                int(num_threads), bool(deterministic), ws, tuple(sorted(options.items())), options["order_seed"])
+def make_plan(op, problem, dtypes, options, num_threads, deterministic, profile):
+    """The plan of one call: ``problem`` from the operator's rules, ``dtypes`` in its kernel's order, the
+    resolved emulation ``options``."""
+    compute = problem.compute
+    mode = Mode(compute, int(options["hf32_mantissa_bits"]), HF32_ROUNDINGS[options["hf32_rounding"]],
+                HIF8_ROUNDINGS[options["hif8_rounding"]], bool(options["saturate"]),
+                *accumulation_mode(profile, compute, options, op.default_k0(problem)))
+    dtypes = tuple(int(d) for d in dtypes)
+    ws = int(op.kernel_workspace(problem, mode, dtypes, int(num_threads)))
+    return Plan(op, problem.shape, dtypes, mode, int(num_threads), bool(deterministic), ws,
+                tuple(sorted(options.items())), options["order_seed"], problem.extra)
 
 
-def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size, cancel=None):
-    """Call the kernels.  dy/x/w: (address, bs0, bs1, bs2, dtype); gi/gw/gb: (address, dtype).
-
-    ws_address may be unaligned: it is rounded up here, within the WS_ALIGN slack phase 1 asked for.
-    cancel: None, or an int32 array of one element; nonzero stops the kernels (they then raise).
-    """
-    if plan.kernel_workspace:
-        aligned = (ws_address + WS_ALIGN - 1) // WS_ALIGN * WS_ALIGN
-        ws_size -= aligned - ws_address
-        ws_address = aligned
-    else:
-        ws_address, ws_size = 0, 0
-    _conv_tbc.run(dy, x, w, gi, gw, gb, plan.shape, plan.mode, ws_address, ws_size,
-                  plan.num_threads, plan.deterministic, plan.order(), cancel)
-
-
-def run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws):
-    """run_plan for NumPy arrays (the NumPy layer): the kernels read addresses and strides themselves.
-
-    dy/x/w: arrays of the planned shapes and dtypes (any strides, element-aligned); gi/gw/gb: new C-contiguous
-    outputs; ws: a uint8 array of at least plan.workspace_size bytes, or None when that is 0.
-    """
-    _conv_tbc.run_arrays(dy, x, w, gi, gw, gb, plan.dtypes, plan.shape, plan.mode,
-                         ws if plan.kernel_workspace else None, plan.num_threads, plan.deterministic,
-                         plan.order())
+def aligned_workspace(plan, ws_address, ws_size):
+    """(address, size) of the workspace the kernels get: ws_address rounded up to WS_ALIGN, within the slack
+    phase 1 asked for; (0, 0) when the plan needs none."""
+    if not plan.kernel_workspace:
+        return 0, 0
+    aligned = (ws_address + WS_ALIGN - 1) // WS_ALIGN * WS_ALIGN
+    return aligned, ws_size - (aligned - ws_address)

@@ -1,23 +1,23 @@
-"""docs/semantics.md section 2: the operator's checks, in order; the first failure wins.
+"""The rules every operator shares (docs/semantics.md section 2), and the words their messages use.
 
-``validate`` reads descriptors through three attributes (``shape``, ``data_type``, ``format``), so the
-CANN layer's aclTensor and the NumPy layer's array descriptors share every rule.  Rule 8 (memory)
-applies to descriptors that have ``memory_problem`` (CANN tensors); NumPy arrays are valid views by
-construction and the NumPy layer allocates its outputs itself.
+An operator's own rules (its data types, ranks and shapes, in its order) live in its module
+(``_op_conv_tbc_backward``); they call the shared rules below at the right places.  Rules read descriptors
+through three attributes (``shape``, ``data_type``, ``format``), so the CANN layer's aclTensor and the NumPy
+layer's array descriptors share every rule.  The memory rules apply to descriptors that have
+``memory_problem`` / ``byte_span`` (CANN tensors); NumPy arrays are valid views by construction and the NumPy
+layer allocates its outputs itself.  A failed rule raises ``Invalid(status, message)``.
 """
-from .enums import aclDataType as DT, aclFormat, dtype_name, format_name
-from .profiles import compute_precision, promote
-from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR, safe_repr
+from . import formats as _reg
+from .enums import aclFormat, dtype_name, format_name
+from .profiles import compute_precision
+from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR, is_int, safe_repr
 
-NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
-INPUTS = NAMES[:4]
-OUTPUTS = NAMES[4:]
-FLOATS = (int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16))
-EIGHT_BIT = (int(DT.ACL_HIFLOAT8), int(DT.ACL_FLOAT8_E4M3FN))
+FLOATS = _reg.codes_with_role(_reg.OPERAND)          # FLOAT, FLOAT16, BF16 (the registry's operand formats)
+EIGHT_BIT = _reg.codes_with_role(_reg.GRAD_WEIGHT)    # HIFLOAT8, FLOAT8_E4M3FN (gradWeight-only outputs)
 FORMATS = (int(aclFormat.ACL_FORMAT_ND), int(aclFormat.ACL_FORMAT_NCL))
-RANKS = {"self": 3, "input": 3, "weight": 3, "bias": 1, "gradInput": 3, "gradWeight": 3, "gradBias": 1}
 PAD_MAX = 255
 INT64_MAX = 2 ** 63 - 1
+CUBE_MATH_TYPES = "0 (KEEP_DTYPE), 1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)"
 
 
 class Invalid(Exception):
@@ -27,24 +27,22 @@ class Invalid(Exception):
         self.message = message
 
 
-# The NumPy layer's wording: its argument names and NumPy dtype names (the CANN layer keeps CANN's).
-NUMPY_LABELS = {"self": "grad_output", "gradInput": "grad_input (the output, in input's dtype)",
-                "gradWeight": "grad_weight_dtype", "gradBias": "grad_bias (the output, in bias's dtype)",
-                "cubeMathType": "cube_math_type"}
-NUMPY_DTYPE_NAMES = {int(DT.ACL_FLOAT): "float32", int(DT.ACL_FLOAT16): "float16", int(DT.ACL_BF16): "bfloat16",
-                     int(DT.ACL_HIFLOAT8): "hifloat8", int(DT.ACL_FLOAT8_E4M3FN): "float8_e4m3fn"}
+def or_list(words):
+    """'a, b or c'."""
+    words = list(words)
+    return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
 
 
-def _names(codes, numpy=False):
+def dtype_names(codes, numpy=False):
+    """The data types as a message lists them: 'FLOAT, FLOAT16, BF16' (CANN) or 'float32, float16 or bfloat16'."""
     if numpy:
-        words = [NUMPY_DTYPE_NAMES[c] for c in codes]
-        return ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+        return or_list(_reg.data_type(c).name for c in codes)
     return ", ".join(dtype_name(c).split(" ")[0] for c in codes)
 
 
-def _dtype_seen(desc, numpy):
+def dtype_seen(desc, numpy):
     """How a descriptor's data type reads in a message: 'has data type DOUBLE (11)' (CANN layer), 'has dtype
-    float64 (aclDataType DOUBLE)' or 'is 'float64' (aclDataType DOUBLE)' for grad_weight_dtype (NumPy layer)."""
+    float64 (aclDataType DOUBLE)' or 'is 'float64' (aclDataType DOUBLE)' for a dtype argument (NumPy layer)."""
     if not numpy:
         return f"has data type {dtype_name(desc.data_type)}"
     code = dtype_name(desc.data_type)
@@ -57,38 +55,13 @@ def _dtype_seen(desc, numpy):
     return f"has data type {code}"
 
 
-def _allowed_dtypes(name, profile, t):
-    allowed = list(FLOATS)
-    # without BF16 (ascend910) only bias may still be BF16; gradBias takes the chip's list, and as it must
-    # equal bias's dtype (rule 7), a BF16 bias fails here, at gradBias
-    if not profile.has_bf16 and name != "bias":
-        allowed.remove(int(DT.ACL_BF16))
-    if name == "gradWeight":
-        allowed += EIGHT_BIT
-    return allowed
-
-
-def _is_int(v):
-    import numpy as np
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tensor descriptor", numpy=False):
-    """Raise Invalid(status, message) at the first failed rule; return the problem's sizes otherwise.
-
-    t: dict name -> descriptor (or None); is_descriptor(obj) -> bool says whether obj is a live one.
-    numpy: word messages for the NumPy layer (its argument names, NumPy dtype names); the rules are the same.
-    """
-    labels = NUMPY_LABELS if numpy else {}
-
-    def L(n):
-        return labels.get(n, n)
-
-    # 1. null pointers, then things that are not (live) descriptors
-    for n in NAMES:
+# ---- descriptor rules (every operator, first) ----------------------------------------------------------------
+def check_descriptors(t, names, is_descriptor, expected, label):
+    """Rule 1: None -> 161001 (in the order of ``names``), then a non-descriptor or destroyed one -> 161002."""
+    for n in names:
         if t[n] is None:
-            raise Invalid(NULLPTR, f"{L(n)} is a null pointer (None); expected a tensor")
-    for n in NAMES:
+            raise Invalid(NULLPTR, f"{label(n)} is a null pointer (None); expected a tensor")
+    for n in names:
         if not is_descriptor(t[n]):
             obj = t[n]
             try:
@@ -96,87 +69,91 @@ def check(t, pad, cube_math_type, profile, is_descriptor, expected="a live tenso
             except Exception:  # an object whose attributes raise: still just "not a descriptor"
                 destroyed = False
             what = "a destroyed aclTensor" if destroyed else f"a {type(obj).__name__}"
-            raise Invalid(INVALID, f"{L(n)} is {what}; expected {expected(obj) if callable(expected) else expected}")
-    # 2. data types
-    for n in NAMES:
-        allowed = _allowed_dtypes(n, profile, t)
-        if t[n].data_type not in allowed:
-            extra = "" if profile.has_bf16 else f" on {profile.name}"
-            raise Invalid(INVALID, f"{L(n)} {_dtype_seen(t[n], numpy)}; expected "
-                          f"{'' if numpy else 'one of '}{_names(allowed, numpy)}{extra}")
-    # 3. formats
-    for n in NAMES:
-        if t[n].format not in FORMATS:
-            raise Invalid(INVALID, f"{L(n)} has format {format_name(t[n].format)}; expected ND or NCL")
-    # 4. ranks
-    for n in NAMES:
-        if len(t[n].shape) != RANKS[n]:
-            raise Invalid(INVALID, f"{L(n)} has {len(t[n].shape)} dims {list(t[n].shape)}; expected {RANKS[n]}")
-    # 5. shapes
-    for n in NAMES:
+            raise Invalid(INVALID, f"{label(n)} is {what}; expected {expected(obj) if callable(expected) else expected}")
+
+
+def check_formats(t, names, label, allowed=FORMATS):
+    for n in names:
+        if t[n].format not in allowed:
+            raise Invalid(INVALID, f"{label(n)} has format {format_name(t[n].format)}; expected ND or NCL")
+
+
+def check_ranks(t, ranks, label):
+    """ranks: name -> the number of dims it must have."""
+    for n, r in ranks.items():
+        if len(t[n].shape) != r:
+            raise Invalid(INVALID, f"{label(n)} has {len(t[n].shape)} dims {list(t[n].shape)}; expected {r}")
+
+
+def check_dims_nonnegative(t, names, label):
+    for n in names:
         if any(d < 0 for d in t[n].shape):
-            raise Invalid(INVALID, f"{L(n)} has shape {list(t[n].shape)} with a negative dim; expected dims >= 0")
-    T_in, B, Cin = t["input"].shape
-    K, wCin, Cout = t["weight"].shape
-    if Cin != wCin:
-        raise Invalid(INVALID, f"input's third dim is {Cin} but weight's second dim is {wCin}; expected equal (Cin)")
-    if t["bias"].shape[0] != Cout:
-        raise Invalid(INVALID, f"bias has shape {list(t['bias'].shape)}; expected [{Cout}] (weight's third dim, Cout)")
-    if not _is_int(pad) or not 0 <= pad <= PAD_MAX:
+            raise Invalid(INVALID, f"{label(n)} has shape {list(t[n].shape)} with a negative dim; expected dims >= 0")
+
+
+def check_shapes(t, expect, label):
+    """expect: name -> the shape it must have (in order)."""
+    for n, shape in expect.items():
+        if tuple(t[n].shape) != tuple(shape):
+            raise Invalid(INVALID, f"{label(n)} has shape {list(t[n].shape)}; expected {list(shape)}")
+
+
+# ---- scalar rules shared by the TBC operators -----------------------------------------------------------------
+def check_pad(pad, T_in):
+    """pad in [0, PAD_MAX], and T_in + 2*pad + 1 within int64 (the kernels compute T_out in int64)."""
+    if not is_int(pad) or not 0 <= pad <= PAD_MAX:
         raise Invalid(INVALID, f"pad is {safe_repr(pad)}; expected an integer in [0, {PAD_MAX}]")
     pad = int(pad)
     if T_in + 2 * pad + 1 > INT64_MAX:  # the kernels compute T_in + 2*pad - K + 1 in int64, left to right
         raise Invalid(INVALID, f"T_in + 2*pad + 1 = {T_in} + 2*{pad} + 1 overflows int64; expected a smaller "
                       "input (an input this long can only be empty)")
-    T_out = T_in + 2 * pad - K + 1
-    if T_out < 0:
-        raise Invalid(INVALID, f"T_out = T_in + 2*pad - K + 1 = {T_in} + 2*{pad} - {K} + 1 = {T_out}; "
-                      "expected T_out >= 0")
-    expect = {"self": (T_out, B, Cout), "gradInput": tuple(t["input"].shape),
-              "gradWeight": tuple(t["weight"].shape), "gradBias": tuple(t["bias"].shape)}
-    for n in ("self", "gradInput", "gradWeight", "gradBias"):
-        if tuple(t[n].shape) != expect[n]:
-            raise Invalid(INVALID, f"{L(n)} has shape {list(t[n].shape)}; expected {list(expect[n])}")
-    # 6. cubeMathType
-    P = promote(t["self"].data_type, t["input"].data_type, t["weight"].data_type)
-    if not _is_int(cube_math_type) or not 0 <= cube_math_type <= 3:
-        raise Invalid(INVALID, f"{L('cubeMathType')} is {safe_repr(cube_math_type)}; expected 0 (KEEP_DTYPE), "
-                      "1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)")
-    C = compute_precision(profile, P, cube_math_type)
+    return pad
+
+
+def check_cube_math_type(cube_math_type, profile, promoted, label):
+    """cubeMathType in 0..3 and allowed for ``promoted`` operands on ``profile``; returns the compute precision."""
+    if not is_int(cube_math_type) or not 0 <= cube_math_type <= 3:
+        raise Invalid(INVALID, f"{label('cubeMathType')} is {safe_repr(cube_math_type)}; expected {CUBE_MATH_TYPES}")
+    C = compute_precision(profile, promoted, cube_math_type)
     if C is None:
-        raise Invalid(INVALID, f"{L('cubeMathType')} {int(cube_math_type)} is not supported for {dtype_name(P)} "
-                      f"operands on {profile.name}")
-    # 7. output data types
-    if t["gradInput"].data_type != t["input"].data_type:
-        raise Invalid(INVALID, f"{L('gradInput')} has data type {dtype_name(t['gradInput'].data_type)}; expected "
-                      f"input's, {dtype_name(t['input'].data_type)}")
-    if t["gradBias"].data_type != t["bias"].data_type:
-        raise Invalid(INVALID, f"{L('gradBias')} has data type {dtype_name(t['gradBias'].data_type)}; expected "
-                      f"bias's, {dtype_name(t['bias'].data_type)}")
-    gw = t["gradWeight"].data_type
-    if gw != t["weight"].data_type and gw not in EIGHT_BIT and numpy:
-        raise Invalid(INVALID, f"grad_weight_dtype {_dtype_seen(t['gradWeight'], True)}; expected None or "
-                      f"weight's dtype ({_names([t['weight'].data_type], True)}), hifloat8 or float8_e4m3fn")
-    if gw != t["weight"].data_type and gw not in EIGHT_BIT:
-        raise Invalid(INVALID, f"{L('gradWeight')} has data type {dtype_name(gw)}; expected weight's "
-                      f"({dtype_name(t['weight'].data_type)}), HIFLOAT8 or FLOAT8_E4M3FN")
-    # 8. memory (ours, beyond CANN)
-    for n in NAMES:
+        ok = [c for c in range(4) if compute_precision(profile, promoted, c) is not None]
+        raise Invalid(INVALID, f"{label('cubeMathType')} {int(cube_math_type)} is not supported for "
+                      f"{dtype_name(promoted)} operands on {profile.name}; expected one of {ok}")
+    return C
+
+
+# ---- memory rules (ours, beyond CANN; every operator, last) ---------------------------------------------------
+def span_overlap(a, b):
+    """Whether two byte spans (allocation, start, end) share a byte."""
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
+def memory_problem(t, names):
+    """'name: why' for the first descriptor whose view left its storage (or whose buffer was freed), else None."""
+    for n in names:
         problem = getattr(t[n], "memory_problem", None)
         if problem is not None:
             msg = problem()
             if msg:
-                raise Invalid(INVALID, f"{n}: {msg}")
-    for n in OUTPUTS:
-        if hasattr(t[n], "is_contiguous") and not t[n].is_contiguous():
-            raise Invalid(INVALID, f"{n} has strides {list(t[n].strides)} for dims {list(t[n].shape)}; "
-                          "expected a contiguous output (non-contiguous outputs are not supported)")
-    spans = {n: t[n].byte_span() for n in NAMES if hasattr(t[n], "byte_span")}
-    for i, a in enumerate(OUTPUTS):
-        for b in OUTPUTS[:i] + INPUTS:
+                return f"{n}: {msg}"
+    return None
+
+
+def check_memory(t, inputs, outputs, contiguous_outputs=True):
+    """Every view inside its storage; outputs contiguous (when required); no output overlapping another output
+    or an input."""
+    problem = memory_problem(t, inputs + outputs)
+    if problem:
+        raise Invalid(INVALID, problem)
+    if contiguous_outputs:
+        for n in outputs:
+            if hasattr(t[n], "is_contiguous") and not t[n].is_contiguous():
+                raise Invalid(INVALID, f"{n} has strides {list(t[n].strides)} for dims {list(t[n].shape)}; "
+                              "expected a contiguous output (non-contiguous outputs are not supported)")
+    spans = {n: t[n].byte_span() for n in inputs + outputs if hasattr(t[n], "byte_span")}
+    for i, a in enumerate(outputs):
+        for b in outputs[:i] + inputs:
             sa, sb = spans.get(a), spans.get(b)
-            if sa and sb and sa[0] == sb[0] and sa[1] < sb[2] and sb[1] < sa[2]:
+            if span_overlap(sa, sb):
                 raise Invalid(INVALID, f"{a} (bytes {sa[1]}..{sa[2]}) overlaps {b} (bytes {sb[1]}..{sb[2]}) "
                               "in the same device buffer; expected outputs that overlap nothing")
-    return {"T_in": T_in, "B": B, "Cin": Cin, "Cout": Cout, "K": K, "pad": pad, "T_out": T_out,
-            "promoted": P, "compute": C}

@@ -37,8 +37,7 @@ __all__ = [
     "HF32_ROUNDINGS",
 ]
 
-HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}                 # HIF8_TA, HIF8_HYBRID
-HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}    # HF32_HALF_AWAY, HF32_NEAREST_EVEN
+from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS  # noqa: E402  (declared once, in the registry)
 
 
 # ---- argument checks ------------------------------------------------------------------------------------
@@ -62,10 +61,6 @@ def _mantissa_bits(value):
         raise ValueError(
             f"mantissa_bits must be an integer in 1..22 (11: ascend910b HF32, 10: ascend950), got {value!r}")
     return int(value)
-
-
-def _threads(num_threads):
-    return effective_threads(num_threads)
 
 
 # ---- input conversion -----------------------------------------------------------------------------------
@@ -115,7 +110,7 @@ def _run(kernel, src, out_dtype, *args, num_threads=None):
     flat = src.reshape(-1)
     out = np.empty(flat.shape[0], dtype=out_dtype)
     if flat.shape[0]:
-        kernel(flat, out, *args, _threads(num_threads))
+        kernel(flat, out, *args, effective_threads(num_threads))
     return out.reshape(src.shape)
 
 

@@ -5,35 +5,13 @@ Each enumeration is an ``IntEnum``; every member is also exported as a module-le
 """
 from enum import IntEnum
 
-import ml_dtypes
 import numpy as np
 
+from . import formats as _formats
 
-class aclDataType(IntEnum):
-    ACL_DT_UNDEFINED = -1
-    ACL_FLOAT = 0
-    ACL_FLOAT16 = 1
-    ACL_INT8 = 2
-    ACL_INT32 = 3
-    ACL_UINT8 = 4
-    ACL_INT16 = 6
-    ACL_UINT16 = 7
-    ACL_UINT32 = 8
-    ACL_INT64 = 9
-    ACL_UINT64 = 10
-    ACL_DOUBLE = 11
-    ACL_BOOL = 12
-    ACL_STRING = 13
-    ACL_COMPLEX64 = 16
-    ACL_COMPLEX128 = 17
-    ACL_BF16 = 27
-    ACL_INT4 = 29
-    ACL_UINT1 = 30
-    ACL_COMPLEX32 = 33
-    ACL_HIFLOAT8 = 34
-    ACL_FLOAT8_E5M2 = 35
-    ACL_FLOAT8_E4M3FN = 36
-    ACL_FLOAT8_E8M0 = 37
+
+# aclDataType: built from the format registry (pyconvtbc/formats.py, ``DATA_TYPES``), its one description.
+aclDataType = IntEnum("aclDataType", [(t.acl, t.code) for t in _formats.DATA_TYPES], module=__name__)
 
 
 class aclFormat(IntEnum):
@@ -77,40 +55,11 @@ class aclSysParamOpt(IntEnum):
 
 ALL_ENUMS = (aclDataType, aclFormat, CubeMathType, aclrtMemcpyKind, aclrtMemMallocPolicy, aclSysParamOpt)
 
-# Bytes per element.  Sub-byte types (INT4, UINT1) and STRING have no fixed element size; they are
-# given 1 so a descriptor can still be created and described.  The operator rejects them anyway.
-ITEMSIZE = {
-    aclDataType.ACL_DT_UNDEFINED: 1, aclDataType.ACL_FLOAT: 4, aclDataType.ACL_FLOAT16: 2,
-    aclDataType.ACL_INT8: 1, aclDataType.ACL_INT32: 4, aclDataType.ACL_UINT8: 1, aclDataType.ACL_INT16: 2,
-    aclDataType.ACL_UINT16: 2, aclDataType.ACL_UINT32: 4, aclDataType.ACL_INT64: 8, aclDataType.ACL_UINT64: 8,
-    aclDataType.ACL_DOUBLE: 8, aclDataType.ACL_BOOL: 1, aclDataType.ACL_STRING: 1,
-    aclDataType.ACL_COMPLEX64: 8, aclDataType.ACL_COMPLEX128: 16, aclDataType.ACL_BF16: 2,
-    aclDataType.ACL_INT4: 1, aclDataType.ACL_UINT1: 1, aclDataType.ACL_COMPLEX32: 4,
-    aclDataType.ACL_HIFLOAT8: 1, aclDataType.ACL_FLOAT8_E5M2: 1, aclDataType.ACL_FLOAT8_E4M3FN: 1,
-    aclDataType.ACL_FLOAT8_E8M0: 1,
-}
-
-# NumPy storage for the data types that have one.  HIFLOAT8 is stored as its uint8 bit patterns.
-NUMPY_DTYPE = {
-    aclDataType.ACL_FLOAT: np.dtype(np.float32),
-    aclDataType.ACL_FLOAT16: np.dtype(np.float16),
-    aclDataType.ACL_BF16: np.dtype(ml_dtypes.bfloat16),
-    aclDataType.ACL_HIFLOAT8: np.dtype(np.uint8),
-    aclDataType.ACL_FLOAT8_E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
-    aclDataType.ACL_FLOAT8_E5M2: np.dtype(ml_dtypes.float8_e5m2),
-    aclDataType.ACL_DOUBLE: np.dtype(np.float64),
-    aclDataType.ACL_INT8: np.dtype(np.int8),
-    aclDataType.ACL_INT16: np.dtype(np.int16),
-    aclDataType.ACL_INT32: np.dtype(np.int32),
-    aclDataType.ACL_INT64: np.dtype(np.int64),
-    aclDataType.ACL_UINT8: np.dtype(np.uint8),
-    aclDataType.ACL_UINT16: np.dtype(np.uint16),
-    aclDataType.ACL_UINT32: np.dtype(np.uint32),
-    aclDataType.ACL_UINT64: np.dtype(np.uint64),
-    aclDataType.ACL_BOOL: np.dtype(np.bool_),
-    aclDataType.ACL_COMPLEX64: np.dtype(np.complex64),
-    aclDataType.ACL_COMPLEX128: np.dtype(np.complex128),
-}
+# Bytes per element, and the NumPy storage of the data types that have one (HIFLOAT8: its uint8 bit patterns);
+# both from the registry.
+ITEMSIZE = {aclDataType(t.code): t.itemsize for t in _formats.DATA_TYPES}
+NUMPY_DTYPE = {aclDataType(t.code): t.storage for t in _formats.DATA_TYPES
+               if t.storage is not None and t.code != -1}
 
 
 def dtype_name(code) -> str:
@@ -144,5 +93,5 @@ def _export(ns):
 
 
 _export(globals())
-__all__ = [e.__name__ for e in ALL_ENUMS] + [m.name for e in ALL_ENUMS for m in e] + [
-    "ITEMSIZE", "NUMPY_DTYPE", "dtype_name", "format_name", "acl_dtype_of_numpy"]
+# The public names (the package re-exports them); ITEMSIZE, NUMPY_DTYPE and the helpers stay internal.
+__all__ = [e.__name__ for e in ALL_ENUMS] + [m.name for e in ALL_ENUMS for m in e]

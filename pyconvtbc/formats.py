@@ -8,12 +8,20 @@ Limits are written as hexadecimal floats with the arithmetic beside them, in the
 Formats: ``HIFLOAT8``, ``FLOAT8_E4M3FN``, ``HF32`` (11 mantissa bits, ascend910b), ``HF32_10`` (10 bits,
 ascend950), ``FLOAT16``, ``BFLOAT16``, ``FLOAT32``; ``FORMATS`` maps their names to the records and
 ``hf32(n)`` builds the HF32 record for any 1 <= n <= 22.
+
+The registry (end of this file) is the one place that describes each CANN data type: ``DATA_TYPES`` holds a
+``DataType`` record per aclDataType (code, NumPy storage dtype, item size, names and aliases, the roles it may
+play in an operator, its overflow limit and its codec functions); ``HF32_ROUNDINGS``, ``HIF8_ROUNDINGS`` and
+``COMPUTE_PRECISIONS`` declare the rounding modes and compute precisions beside it.  Every layer reads these:
+``enums`` builds ``aclDataType`` from them, the validation, the NumPy layer, the torch bridge, the codecs,
+the profiles and the study take their lists from the helpers here (docs/developer.md, "Adding a format").
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -33,6 +41,20 @@ __all__ = [
     "representable_values",
     "ulp",
     "ulp_distance",
+    "DataType",
+    "DATA_TYPES",
+    "OPERAND",
+    "BIAS",
+    "GRAD_WEIGHT",
+    "EIGHT_BIT_OPERAND",
+    "data_type",
+    "codes_with_role",
+    "by_name",
+    "data_type_named",
+    "HF32_ROUNDINGS",
+    "HIF8_ROUNDINGS",
+    "ComputePrecision",
+    "COMPUTE_PRECISIONS",
 ]
 
 
@@ -350,3 +372,171 @@ def ulp_distance(fmt, a, b) -> np.ndarray:
         d = np.abs(pa - pb)
         d = np.where(np.isinf(pa) & np.isinf(pb) & (pa == pb), 0.0, d)
     return d[()] if d.ndim == 0 else d
+
+
+# =========================================================================================================
+# The registry: one record per CANN data type, and the rounding modes and compute precisions beside it.
+# =========================================================================================================
+OPERAND = "operand"          # self / input / weight / gradInput (and the forward's self / weight / out)
+BIAS = "bias"                # bias / gradBias (any profile, BF16 included)
+GRAD_WEIGHT = "grad_weight"  # an extra output format of gradWeight only (8-bit; never an input of the backward)
+EIGHT_BIT_OPERAND = "eight_bit_operand"   # the forward's self / weight / out on chips with 8-bit operands
+
+
+@dataclass(frozen=True)
+class DataType:
+    """One aclDataType: what every layer needs to know about it.
+
+    acl / code: the aclDataType member name and value (CANN's headers).  storage: the NumPy dtype that holds
+    its elements (HiFloat8: its uint8 codes), None when there is none.  itemsize: bytes per element (sub-byte
+    types and STRING are given 1 so a descriptor can still be made and described; the operators reject them).
+    name: the NumPy layer's word for it ('' for a type no operator takes); aliases: other spellings the study
+    accepts, the short name first ('fp32', 'hif8').  roles: which tensors of an operator may hold it (OPERAND, BIAS,
+    GRAD_WEIGHT).  values: the FloatFormat record of its limits.  overflow: (threshold, inclusive): a finite
+    exact value at (inclusive) or past the threshold cannot be represented (it rounds to Inf / NaN or
+    saturates).  encode / decode: the ``pyconvtbc.codecs`` functions fp32 -> storage and storage -> fp32
+    (None: a NumPy ``astype`` is exact / correctly rounded); encode_keywords: which of ``rounding`` and
+    ``saturate`` that encoder takes (the HiFloat8 rounding option applies where ``rounding`` is listed).
+    """
+
+    acl: str
+    code: int
+    storage: Optional[np.dtype] = None
+    itemsize: int = 1
+    name: str = ""
+    aliases: Tuple[str, ...] = ()
+    roles: FrozenSet[str] = frozenset()
+    values: Optional[FloatFormat] = None
+    overflow: Optional[Tuple[float, bool]] = None
+    encode: Optional[str] = None
+    decode: Optional[str] = None
+    encode_keywords: Tuple[str, ...] = ()
+
+    @property
+    def short(self) -> str:
+        """The CANN spelling in messages: 'FLOAT' for ACL_FLOAT."""
+        return self.acl[4:]
+
+
+def _dt(acl, code, storage=None, itemsize=None, **kw):
+    st = None if storage is None else np.dtype(storage)
+    return DataType(acl, code, st, itemsize if itemsize is not None else (st.itemsize if st is not None else 1),
+                    **kw)
+
+
+_FLOATS = frozenset({OPERAND, BIAS})
+DATA_TYPES: Tuple[DataType, ...] = (
+    _dt("ACL_DT_UNDEFINED", -1),
+    # IEEE-like formats: overflow at max + half its ulp; max has an odd significand, so the tie rounds (to even)
+    # up -> inclusive
+    _dt("ACL_FLOAT", 0, np.float32, name="float32", aliases=("fp32", "float"), roles=_FLOATS, values=FLOAT32,
+        overflow=(float.fromhex("0x1.fffffep127") + 2.0 ** (127 - 24), True)),
+    _dt("ACL_FLOAT16", 1, np.float16, name="float16", aliases=("fp16", "half"), roles=_FLOATS, values=FLOAT16,
+        overflow=(65504.0 + 16.0, True)),
+    _dt("ACL_INT8", 2, np.int8),
+    _dt("ACL_INT32", 3, np.int32),
+    _dt("ACL_UINT8", 4, np.uint8),
+    _dt("ACL_INT16", 6, np.int16),
+    _dt("ACL_UINT16", 7, np.uint16),
+    _dt("ACL_UINT32", 8, np.uint32),
+    _dt("ACL_INT64", 9, np.int64),
+    _dt("ACL_UINT64", 10, np.uint64),
+    _dt("ACL_DOUBLE", 11, np.float64),
+    _dt("ACL_BOOL", 12, np.bool_),
+    _dt("ACL_STRING", 13),
+    _dt("ACL_COMPLEX64", 16, np.complex64),
+    _dt("ACL_COMPLEX128", 17, np.complex128),
+    _dt("ACL_BF16", 27, ml_dtypes.bfloat16, name="bfloat16", aliases=("bf16",), roles=_FLOATS, values=BFLOAT16,
+        overflow=(float.fromhex("0x1.fep127") + 2.0 ** (127 - 8), True)),
+    _dt("ACL_INT4", 29),
+    _dt("ACL_UINT1", 30),
+    _dt("ACL_COMPLEX32", 33, itemsize=4),
+    # HiFloat8: 40960 = 1.25 * 2^15, ties away from zero -> inclusive (docs/semantics.md, section 5)
+    _dt("ACL_HIFLOAT8", 34, np.uint8, name="hifloat8", aliases=("hif8",), roles=frozenset({GRAD_WEIGHT, EIGHT_BIT_OPERAND}),
+        values=HIFLOAT8, overflow=(HIF8_OVERFLOW, True), encode="hif8_encode", decode="hif8_decode",
+        encode_keywords=("rounding", "saturate")),
+    _dt("ACL_FLOAT8_E5M2", 35, ml_dtypes.float8_e5m2),
+    # E4M3FN: 464 = 448 + 16 ties to even 448 (significand 1.110) -> exclusive
+    _dt("ACL_FLOAT8_E4M3FN", 36, ml_dtypes.float8_e4m3fn, name="float8_e4m3fn", aliases=("e4m3fn", "e4m3"),
+        roles=frozenset({GRAD_WEIGHT}), values=FLOAT8_E4M3FN, overflow=(464.0, False), encode="e4m3fn_encode",
+        decode="e4m3fn_decode", encode_keywords=("saturate",)),
+    _dt("ACL_FLOAT8_E8M0", 37),
+)
+
+_BY_CODE: Dict[int, DataType] = {}
+_BY_NAME: Dict[str, DataType] = {}
+
+
+def _index():
+    _BY_CODE.clear()
+    _BY_NAME.clear()
+    for t in DATA_TYPES:
+        _BY_CODE[t.code] = t
+        if t.name:
+            _BY_NAME[t.name] = t
+            for a in t.aliases:
+                _BY_NAME.setdefault(a, t)
+
+
+_index()
+
+
+def data_type(code) -> Optional[DataType]:
+    """The record of an aclDataType code, or None for an unknown code (never raises)."""
+    try:
+        return _BY_CODE.get(int(code))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def by_name(name) -> Optional[DataType]:
+    """The record a name or alias ('float32', 'fp32', 'hifloat8', ...) names, case-insensitive; or None."""
+    return _BY_NAME.get(name.lower()) if isinstance(name, str) else None
+
+
+def data_type_named(name) -> Optional[DataType]:
+    """The record whose NumPy-layer name (no alias) is ``name``, case-insensitive; or None."""
+    t = by_name(name)
+    return t if t is not None and t.name == name.lower() else None
+
+
+def codes_with_role(role) -> Tuple[int, ...]:
+    """The aclDataType codes that may play ``role``, in code order."""
+    return tuple(t.code for t in DATA_TYPES if role in t.roles)
+
+
+def types_with_role(role) -> Tuple[DataType, ...]:
+    return tuple(t for t in DATA_TYPES if role in t.roles)
+
+
+def _register(record: DataType) -> None:
+    """Add (or replace, by code) a record; for tests that show what a new format touches."""
+    global DATA_TYPES
+    DATA_TYPES = tuple(sorted([t for t in DATA_TYPES if t.code != record.code] + [record], key=lambda t: t.code))
+    _index()
+
+
+# ---- rounding modes (names -> the codes the kernels take) ---------------------------------------------------
+HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}    # HF32_HALF_AWAY, HF32_NEAREST_EVEN
+HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}                 # HIF8_TA, HIF8_HYBRID
+
+
+# ---- compute precisions (the cube's operand precision C, docs/precision.md) ---------------------------------
+@dataclass(frozen=True)
+class ComputePrecision:
+    """code: the value the kernels take; name: 'FP32', ...; k0: products per cube step (block size);
+    storage: the data type whose values C holds (HF32: held in an fp32)."""
+
+    code: int
+    name: str
+    k0: int
+    storage: str
+
+
+COMPUTE_PRECISIONS: Tuple[ComputePrecision, ...] = (
+    ComputePrecision(0, "FP32", 8, "float32"),
+    ComputePrecision(1, "HF32", 8, "float32"),
+    ComputePrecision(2, "FP16", 16, "float16"),
+    ComputePrecision(3, "BF16", 16, "bfloat16"),
+)
+K0_8BIT = 32                 # products per cube step for 8-bit operands (the forward's HiFloat8 inputs)

@@ -9,19 +9,17 @@ import threading
 from dataclasses import dataclass, field
 
 from .enums import aclDataType as DT
+from .status import is_int
+from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
 
-# Compute precision C (also used by the Cython kernels: docs/developer.md).
-COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = 0, 1, 2, 3
-COMPUTE_NAMES = {COMPUTE_FP32: "FP32", COMPUTE_HF32: "HF32", COMPUTE_FP16: "FP16", COMPUTE_BF16: "BF16"}
-
-HF32_ROUNDINGS = {"half_away": 0, "nearest_even": 1}
-HIF8_ROUNDINGS = {"ta": 0, "hybrid": 1}
+# Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
+COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = (c.code for c in COMPUTE_PRECISIONS)
+COMPUTE_NAMES = {c.code: c.name for c in COMPUTE_PRECISIONS}
 
 # The cube accumulation model (docs/precision.md, "Accumulation model"): the forms, and the products per cube
 # step (k0) of each compute precision; block_size overrides k0 within BLOCK_SIZE_RANGE.
 ACCUMULATIONS = {"sequential": 0, "cube": 1, "cube_wide": 2, "cube_rz": 3}
-K0 = {COMPUTE_FP32: 8, COMPUTE_HF32: 8, COMPUTE_FP16: 16, COMPUTE_BF16: 16}
-K0_8BIT = 32                 # 8-bit operands (the forward's HiFloat8 inputs)
+K0 = {c.code: c.k0 for c in COMPUTE_PRECISIONS}
 BLOCK_SIZE_RANGE = (1, 64)
 
 _F, _H, _B = int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16)
@@ -41,6 +39,7 @@ class SocProfile:
     # t-outer, segments and pieces combined by a pairwise tree (always deterministic)
     sum_layout: int = 0
     always_deterministic: bool = False
+    eight_bit_operands: bool = False   # the forward takes 8-bit operands (formats.EIGHT_BIT_OPERAND: HiFloat8)
 
 
 _TABLE_A2 = {  # ascend910b (Atlas A2/A3) and ascend950
@@ -55,7 +54,8 @@ _TABLE_910 = {  # older Atlas training: no fp32 cube path, no HF32, no BF16 comp
 
 PROFILES = {
     "ascend910b": SocProfile("ascend910b", 11, True, False, _TABLE_A2),
-    "ascend950": SocProfile("ascend950", 10, True, True, _TABLE_A2, sum_layout=1, always_deterministic=True),
+    "ascend950": SocProfile("ascend950", 10, True, True, _TABLE_A2, sum_layout=1, always_deterministic=True,
+                            eight_bit_operands=True),
     "ascend910": SocProfile("ascend910", 11, False, False, _TABLE_910),
 }
 DEFAULT_SOC = "ascend910b"
@@ -125,11 +125,6 @@ def get_profile(name=None):
 _DEFAULT_OPTIONS = {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
                     "hif8_rounding": "ta", "saturate": False,
                     "accumulation": "cube", "block_size": None, "order_seed": None}
-
-
-def _is_int(v):
-    import numbers
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 _options = dict(_DEFAULT_OPTIONS)
 
 
@@ -153,12 +148,12 @@ def check_option(name, value):
             raise ValueError(f"accumulation is {value!r}; expected one of {sorted(ACCUMULATIONS)}")
     elif name == "block_size":
         lo, hi = BLOCK_SIZE_RANGE
-        if value is not None and (not _is_int(value) or not lo <= value <= hi):
+        if value is not None and (not is_int(value) or not lo <= value <= hi):
             raise ValueError(f"block_size is {value!r}; expected None (k0 of the compute precision) or an "
                              f"integer in [{lo}, {hi}]")
         value = None if value is None else int(value)
     elif name == "order_seed":
-        if value is not None and (not _is_int(value) or value < 0):
+        if value is not None and (not is_int(value) or value < 0):
             raise ValueError(f"order_seed is {value!r}; expected None (a fresh order per call) or an integer "
                              ">= 0")
         value = None if value is None else int(value)
@@ -201,9 +196,11 @@ def resolve_options(profile, **overrides):
     return opts
 
 
-def accumulation_mode(profile, compute, options):
-    """(acc, k0, layout) for the kernels: the accumulation form's code, the block size (block_size, else k0 of
-    the compute precision) and the profile's order of partial sums."""
+def accumulation_mode(profile, compute, options, default_k0=None):
+    """(acc, k0, layout) for the kernels: the accumulation form's code, the block size (block_size, else
+    default_k0 when given (8-bit operands: formats.K0_8BIT), else k0 of the compute precision) and the profile's order of
+    partial sums."""
     acc = ACCUMULATIONS[options["accumulation"]]
-    k0 = options["block_size"] if options["block_size"] is not None else K0[compute]
+    k0 = (options["block_size"] if options["block_size"] is not None
+          else default_k0 if default_k0 is not None else K0[compute])
     return acc, int(k0), profile.sum_layout

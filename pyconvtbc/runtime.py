@@ -20,7 +20,7 @@ from . import memory
 from .enums import aclrtMemcpyKind, aclSysParamOpt
 from .memory import DevicePtr, is_device_ptr
 from .status import (ACL_ERROR_BAD_ALLOC, ACL_ERROR_INTERNAL_ERROR, ACL_ERROR_INVALID_PARAM,
-                     ACL_ERROR_RT_INTERNAL_ERROR, ACL_SUCCESS, never_raises, safe_repr, set_error)
+                     ACL_ERROR_RT_INTERNAL_ERROR, ACL_SUCCESS, is_int, never_raises, safe_repr, set_error)
 
 NUM_DEVICES = 8
 MAX_ALLOC = 2**40  # 1 TiB: larger requests are ACL_ERROR_BAD_ALLOC without trying
@@ -36,10 +36,6 @@ _guard2 = never_raises(ACL_ERROR_INTERNAL_ERROR, lambda rc: (rc, None))  # funct
 
 def _bad(msg):
     return set_error(ACL_ERROR_INVALID_PARAM, msg)
-
-
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 # ---- init / devices / contexts --------------------------------------------------------------------
@@ -70,7 +66,7 @@ def aclFinalize() -> int:
 
 
 def _check_device(device_id, fn):
-    if not _is_int(device_id) or not 0 <= device_id < NUM_DEVICES:
+    if not is_int(device_id) or not 0 <= device_id < NUM_DEVICES:
         return _bad(f"{fn}: device_id is {safe_repr(device_id)}; expected an integer in [0, {NUM_DEVICES})")
     return ACL_SUCCESS
 
@@ -95,9 +91,9 @@ def current_device() -> int:
 @_guard
 def aclrtCtxSetSysParamOpt(opt: int, value: int) -> int:
     """Set a sys-param option on the current device's context (ACL_OPT_DETERMINISTIC: 0 or 1)."""
-    if not _is_int(opt) or int(opt) not in set(aclSysParamOpt):
+    if not is_int(opt) or int(opt) not in set(aclSysParamOpt):
         return _bad(f"aclrtCtxSetSysParamOpt: opt is {safe_repr(opt)}; expected ACL_OPT_DETERMINISTIC (0)")
-    if not _is_int(value) or int(value) not in (0, 1):
+    if not is_int(value) or int(value) not in (0, 1):
         return _bad(f"aclrtCtxSetSysParamOpt: value is {safe_repr(value)}; expected 0 or 1")
     with _lock:
         _state["contexts"].setdefault(current_device(), {})[int(opt)] = int(value)
@@ -113,7 +109,7 @@ def ctx_option(opt: int) -> Optional[int]:
 @_guard2
 def aclrtCtxGetSysParamOpt(opt: int) -> Tuple[int, Optional[int]]:
     """(status, value).  An option never set reads as the emulated profile's default."""
-    if not _is_int(opt) or int(opt) not in set(aclSysParamOpt):
+    if not is_int(opt) or int(opt) not in set(aclSysParamOpt):
         return _bad(f"aclrtCtxGetSysParamOpt: opt is {safe_repr(opt)}; expected ACL_OPT_DETERMINISTIC (0)"), None
     value = ctx_option(opt)
     if value is None:
@@ -129,9 +125,9 @@ def aclrtCtxGetSysParamOpt(opt: int) -> Tuple[int, Optional[int]]:
 @_guard2
 def aclrtMalloc(size: int, policy: int = 0) -> Tuple[int, Optional[DevicePtr]]:
     """(status, device_ptr).  size must be a positive integer; memory starts zeroed."""
-    if not _is_int(size) or size <= 0:
+    if not is_int(size) or size <= 0:
         return _bad(f"aclrtMalloc: size is {safe_repr(size)}; expected a positive number of bytes"), None
-    if not _is_int(policy) or int(policy) not in (0, 1, 2):
+    if not is_int(policy) or int(policy) not in (0, 1, 2):
         return _bad(f"aclrtMalloc: policy is {safe_repr(policy)}; expected an aclrtMemMallocPolicy (0, 1 or 2)"), None
     if size > MAX_ALLOC:
         return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
@@ -173,11 +169,11 @@ def _side(obj, is_device, writable, what):
 @_guard
 def aclrtMemcpy(dst: object, dst_max: int, src: object, count: int, kind: int) -> int:
     """Copy ``count`` bytes.  Every size is checked against both real buffers: never an overrun."""
-    if not _is_int(kind) or int(kind) not in _KIND_SIDES:
+    if not is_int(kind) or int(kind) not in _KIND_SIDES:
         return _bad(f"aclrtMemcpy: kind is {safe_repr(kind)}; expected one of {[k.name for k in aclrtMemcpyKind]}")
-    if not _is_int(count) or count < 0:
+    if not is_int(count) or count < 0:
         return _bad(f"aclrtMemcpy: count is {safe_repr(count)}; expected a non-negative number of bytes")
-    if not _is_int(dst_max) or dst_max < 0:
+    if not is_int(dst_max) or dst_max < 0:
         return _bad(f"aclrtMemcpy: dst_max is {safe_repr(dst_max)}; expected a non-negative number of bytes")
     count, dst_max = int(count), int(dst_max)
     if count > dst_max:

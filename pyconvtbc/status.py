@@ -5,6 +5,7 @@ the most recent failure *in the calling thread* (it stays until the next failure
 """
 import functools
 import inspect
+import numbers
 import threading
 from enum import IntEnum
 from typing import Any, Callable, Optional
@@ -33,6 +34,11 @@ globals().update({m.name: m for m in aclnnStatus})
 globals().update({m.name: m for m in aclError})
 
 _local = threading.local()
+
+
+def is_int(v: object) -> bool:
+    """True for an integer argument (Python or NumPy), never for a bool: the one integer test of every layer."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def safe_repr(value: object, limit: int = 120) -> str:
@@ -102,5 +108,6 @@ class AclnnError(ValueError):
         self.message = message
 
 
-__all__ = ["aclnnStatus", "aclError", "AclnnError", "aclGetRecentErrMsg", "set_error"] + \
+# The public names (the package re-exports them); set_error stays internal.
+__all__ = ["aclnnStatus", "aclError", "AclnnError", "aclGetRecentErrMsg"] + \
     [m.name for m in aclnnStatus] + [m.name for m in aclError]

@@ -210,6 +210,18 @@ def _contiguous_strides(dims):
     return tuple(reversed(strides))
 
 
+class _Bad(Exception):
+    """An aclCreateTensor argument that makes the descriptor meaningless (the message names it)."""
+
+
+def _storage(dims, dt, strides, off, fmt, storage_dims):
+    if storage_dims is not None:
+        return _int_tuple(storage_dims)
+    storage = (aclTensor(dims, dt, strides, off, fmt, (), None).extent(),)   # just big enough for the view
+    _as_int(storage[0])
+    return storage
+
+
 @never_raises(ACL_ERROR_INVALID_PARAM, lambda rc: None)
 def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[Sequence[int]], offset: int,
                     format: int, storage_dims: Optional[Sequence[int]],
@@ -221,46 +233,32 @@ def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[
     except what makes a descriptor meaningless (non-integers, bools, floats, mismatched lengths, a buffer
     that is not a pointer from aclrtMalloc).
     """
+    def read(fn, what):
+        """fn(), or a _Bad naming the argument(s) when it is not int64 values."""
+        try:
+            return fn()
+        except (TypeError, OverflowError):
+            raise _Bad(what()) from None
+
     try:
-        dims = _int_tuple(view_dims)
-    except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: view_dims is {safe_repr(view_dims)}; "
-                  "expected a sequence of int64")
-        return None
-    try:
-        strides_t = _contiguous_strides(dims) if strides is None else _int_tuple(strides)
-    except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: strides is {safe_repr(strides)}; "
-                  "expected a sequence of int64")
-        return None
-    if len(strides_t) != len(dims):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: strides has {len(strides_t)} entries for "
-                  f"{len(dims)} view dims; expected one stride per dim")
-        return None
-    try:
-        off = _as_int(offset)
-        dt = _as_int(data_type)
-        fmt = _as_int(format)
-    except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: data_type {safe_repr(data_type)}, offset "
-                  f"{safe_repr(offset)} and format {safe_repr(format)} must be int64 values")
-        return None
-    try:
-        if storage_dims is None:
-            tmp = aclTensor(dims, dt, strides_t, off, fmt, (), None)
-            storage = (tmp.extent(),)
-            _as_int(storage[0])
-        else:
-            storage = _int_tuple(storage_dims)
-    except (TypeError, OverflowError):
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: storage_dims is {safe_repr(storage_dims)}; "
-                  "expected a sequence of int64")
-        return None
-    if tensor_data is not None and not is_device_ptr(tensor_data):
-        what = ("a DevicePtr not made by aclrtMalloc" if isinstance(tensor_data, DevicePtr)
-                else f"a {type(tensor_data).__name__}")
-        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: tensor_data is {what}; "
-                  "expected a device pointer from aclrtMalloc (or None)")
+        dims = read(lambda: _int_tuple(view_dims),
+                    lambda: f"view_dims is {safe_repr(view_dims)}; expected a sequence of int64")
+        strides_t = read(lambda: _contiguous_strides(dims) if strides is None else _int_tuple(strides),
+                         lambda: f"strides is {safe_repr(strides)}; expected a sequence of int64")
+        if len(strides_t) != len(dims):
+            raise _Bad(f"strides has {len(strides_t)} entries for {len(dims)} view dims; expected one stride "
+                       "per dim")
+        off, dt, fmt = read(lambda: (_as_int(offset), _as_int(data_type), _as_int(format)),
+                            lambda: f"data_type {safe_repr(data_type)}, offset {safe_repr(offset)} and format "
+                                    f"{safe_repr(format)} must be int64 values")
+        storage = read(lambda: _storage(dims, dt, strides_t, off, fmt, storage_dims),
+                       lambda: f"storage_dims is {safe_repr(storage_dims)}; expected a sequence of int64")
+        if tensor_data is not None and not is_device_ptr(tensor_data):
+            what = ("a DevicePtr not made by aclrtMalloc" if isinstance(tensor_data, DevicePtr)
+                    else f"a {type(tensor_data).__name__}")
+            raise _Bad(f"tensor_data is {what}; expected a device pointer from aclrtMalloc (or None)")
+    except _Bad as e:
+        set_error(ACL_ERROR_INVALID_PARAM, f"aclCreateTensor: {e}")
         return None
     return aclTensor(dims, dt, strides_t, off, fmt, storage, tensor_data)
 

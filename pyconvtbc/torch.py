@@ -35,9 +35,9 @@ import ml_dtypes
 from typing import Any, Dict, Optional, Tuple
 
 from ._validation import PAD_MAX
-from ._forward import conv_tbc as _np_conv_tbc
+from ._op_conv_tbc import conv_tbc as _np_conv_tbc
 from .api import conv_tbc_backward
-from .codecs import hif8_decode
+from . import codecs, formats as _formats
 from .enums import CubeMathType
 from .status import ACLNN_ERR_PARAM_INVALID, AclnnError
 
@@ -82,10 +82,10 @@ def _to_numpy(t):
 
 def _to_torch(a, like):
     """A NumPy result as a tensor of ``like``'s dtype and device (8-bit gradWeight decoded first)."""
-    if a.dtype == np.uint8:                                  # HiFloat8 codes
-        a = hif8_decode(a)
-    elif a.dtype == np.dtype(ml_dtypes.float8_e4m3fn):
-        a = a.astype(np.float32)
+    for t in _formats.types_with_role(_formats.GRAD_WEIGHT):  # an 8-bit gradWeight format (registry)
+        if a.dtype == t.storage:
+            a = getattr(codecs, t.decode)(a) if t.decode else a.astype(np.float32)
+            break
     if a.dtype == np.dtype(ml_dtypes.bfloat16):
         t = _torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(_torch.bfloat16)
     else:

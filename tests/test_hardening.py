@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pyconvtbc as pc
-from pyconvtbc import api
+from pyconvtbc import _numpy_layer as api
 from pyconvtbc.memory import DevicePtr
 from conftest import acl_problem, make_problem, phase1, read_back
 

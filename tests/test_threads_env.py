@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import pyconvtbc as pc
-from pyconvtbc import api
+from pyconvtbc import _op_conv_tbc_backward as api
 from pyconvtbc._kernels import _openmp
 from conftest import make_problem
 
@@ -18,7 +18,7 @@ needs_openmp = pytest.mark.skipif(not pc.have_openmp(), reason="built without Op
 PROBE = r"""
 import json, sys
 import pyconvtbc as pc
-from pyconvtbc import api
+from pyconvtbc import _op_conv_tbc_backward as api
 from pyconvtbc._kernels._openmp import effective_threads
 out = {"effective": effective_threads()}
 seen = []
@@ -115,7 +115,7 @@ def test_threadpoolctl_sees_and_limits_our_pool():
         pytest.skip("built without OpenMP")
     code = r"""
 import json, threadpoolctl, pyconvtbc as pc
-from pyconvtbc import api
+from pyconvtbc import _op_conv_tbc_backward as api
 from pyconvtbc._kernels._openmp import effective_threads
 info = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "openmp"]
 seen = []

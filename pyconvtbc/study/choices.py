@@ -3,29 +3,30 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
+from .. import formats as _reg
+from ..formats import HF32_ROUNDINGS as _HF32, HIF8_ROUNDINGS as _HIF8
 from ..profiles import COMPUTE_NAMES, PROFILES
 
-INPUT_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-                "bfloat16": np.dtype(ml_dtypes.bfloat16)}
-_FORMAT_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "hif8": "hifloat8",
-                   "e4m3fn": "float8_e4m3fn"}
-_INPUT_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
-                  "bf16": "bfloat16"}
-_ACL_CODE = {"float32": 0, "float16": 1, "bfloat16": 27}
+# Every format list below comes from the registry (pyconvtbc/formats.py).
+_OPERAND_TYPES = _reg.types_with_role(_reg.OPERAND)
+_GW_ONLY_TYPES = _reg.types_with_role(_reg.GRAD_WEIGHT)
+INPUT_DTYPES = {t.name: t.storage for t in _OPERAND_TYPES}
+_FORMAT_ALIASES = {t.aliases[0]: t.name for t in _OPERAND_TYPES + _GW_ONLY_TYPES}   # the short names
+_INPUT_ALIASES = {a: t.name for t in _OPERAND_TYPES for a in t.aliases}
+_ACL_CODE = {t.name: t.code for t in _OPERAND_TYPES}
 
 CUBE_MATH_TYPES = {"KEEP_DTYPE": 0, "ALLOW_FP32_DOWN_PRECISION": 1, "USE_FP16": 2, "USE_HF32": 3}
 _CUBE_BY_VALUE = {v: k for k, v in CUBE_MATH_TYPES.items()}
 _CUBE_ALIASES = {"keep": 0, "allow_fp32_down": 1, "allow_down": 1, "fp16": 2, "hf32": 3}
 
-GW_DTYPES = ("same", "float32", "float16", "bfloat16", "hifloat8", "float8_e4m3fn")
-_GW_ALIASES = {**_FORMAT_ALIASES, "e4m3": "float8_e4m3fn", "weight": "same"}
-_EIGHT_BIT = ("hifloat8", "float8_e4m3fn")
+GW_DTYPES = ("same",) + tuple(t.name for t in _OPERAND_TYPES + _GW_ONLY_TYPES)
+_GW_ALIASES = {**_FORMAT_ALIASES, **{a: t.name for t in _GW_ONLY_TYPES for a in t.aliases}, "weight": "same"}
+_EIGHT_BIT = tuple(t.name for t in _GW_ONLY_TYPES)
 
-HF32_ROUNDINGS = ("half_away", "nearest_even")
-HIF8_ROUNDINGS = ("ta", "hybrid")
+HF32_ROUNDINGS = tuple(_HF32)
+HIF8_ROUNDINGS = tuple(_HIF8)
 SOCS = tuple(PROFILES)
 GRADS = ("gradInput", "gradWeight", "gradBias")
 _GRAD_ALIASES = {"gi": "gradInput", "grad_input": "gradInput", "gw": "gradWeight", "grad_weight": "gradWeight",

@@ -6,7 +6,7 @@ import os
 import shlex
 import sys
 
-from .choices import (_AXES, GRADS, REFERENCES, _norm_distribution, _norm_grads, _norm_permutations,
+from .choices import (_AXES, GRADS, GW_DTYPES, HF32_ROUNDINGS, HIF8_ROUNDINGS, INPUT_DTYPES, REFERENCES, _norm_distribution, _norm_grads, _norm_permutations,
                       _norm_scale_rule, _normalise)
 from .data import Shape, check_size
 from .grid import Grid
@@ -64,17 +64,17 @@ def _parser():
     d.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="modes, growth: run seeds seed..seed+N-1 and report means with 95%% intervals (default 1)")
     g = common.add_argument_group("grid (comma-separated lists, or 'all')")
-    g.add_argument("--input-dtype", default="float32", metavar="LIST", help="float32,float16,bfloat16")
+    g.add_argument("--input-dtype", default="float32", metavar="LIST", help=",".join(INPUT_DTYPES))
     g.add_argument("--cube", default="all", metavar="LIST",
                    help="cubeMathType: KEEP_DTYPE,ALLOW_FP32_DOWN_PRECISION,USE_FP16,USE_HF32 (or 0-3); default all")
     g.add_argument("--soc", default="ascend910b", metavar="LIST", help="ascend910b,ascend950,ascend910")
     g.add_argument("--grad-weight-dtype", default="same", metavar="LIST",
-                   help="same (the weight's),float32,float16,bfloat16,hifloat8,float8_e4m3fn")
-    g.add_argument("--hf32-rounding", default="half_away", metavar="LIST", help="half_away,nearest_even")
+                   help="same (the weight's)," + ",".join(GW_DTYPES[1:]))
+    g.add_argument("--hf32-rounding", default="half_away", metavar="LIST", help=",".join(HF32_ROUNDINGS))
     g.add_argument("--hf32-mantissa-bits", default="profile", metavar="LIST",
                    help="profile,10,11 (the chips'), or any of 1..22: a what-if beyond the chips (operands rounded "
                         "to that width, then computed in FP32)")
-    g.add_argument("--hif8-rounding", default="ta", metavar="LIST", help="ta,hybrid")
+    g.add_argument("--hif8-rounding", default="ta", metavar="LIST", help=",".join(HIF8_ROUNDINGS))
     g.add_argument("--saturate", default="off", metavar="LIST", help="off,on (8-bit gradWeight overflow)")
     g.add_argument("--accumulation", default="default", metavar="LIST",
                    help="default (the operator's),cube,cube_wide,cube_rz,sequential: how the cube forms its sums")

@@ -8,6 +8,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import formats as _reg
 from .choices import (GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution, _norm_scale,
                       _norm_scale_rule, _uniq)
 from .reference import reference_gradients
@@ -159,12 +160,15 @@ def _pick(get, files, where):
     return arrays
 
 
+# the registry's float formats that NumPy holds as ml_dtypes types (kind 'V'): bfloat16, float8_e4m3fn
+_ML_FLOATS = tuple(t.storage.name for t in _reg.DATA_TYPES if t.name and t.storage.kind == "V")
+
 def _as_f64(a, where):
     if hasattr(a, "detach"):                       # a torch tensor (bfloat16 has no NumPy twin: via float32)
         a = a.detach().cpu()
         a = a.float().numpy() if a.is_floating_point() else a.numpy()
     a = np.asarray(a)
-    if a.dtype.kind not in "fiu" and a.dtype.name not in ("bfloat16", "float8_e4m3fn"):
+    if a.dtype.kind not in "fiu" and a.dtype.name not in _ML_FLOATS:
         raise ValueError(f"data: {where} has dtype {a.dtype}; expected a real floating-point array")
     return a.astype(np.float64)
 

@@ -5,8 +5,12 @@ import itertools
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import formats as _reg
 from ..profiles import COMPUTE_HF32, COMPUTE_NAMES, PROFILES, compute_precision
 from .choices import _ACL_CODE, CHIP_HF32_BITS, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, _as_list, _uniq
+
+# the output formats whose encoder takes the HiFloat8 rounding option (registry: encode_keywords)
+_HIF8_ROUNDED = tuple(t.name for t in _reg.types_with_role(_reg.GRAD_WEIGHT) if "rounding" in t.encode_keywords)
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Grid:
             gw_eff = dt if gw == "same" else gw
             out.append(Cell(dt, cube, soc, gw_eff, COMPUTE_NAMES[c] if c is not None else "n/a",
                             hr if hf32 else None, (hb or profile.hf32_mantissa_bits) if hf32 else None,
-                            h8 if gw_eff == "hifloat8" else None, sat if gw_eff in _EIGHT_BIT else None,
+                            h8 if gw_eff in _HIF8_ROUNDED else None, sat if gw_eff in _EIGHT_BIT else None,
                             acc, bs if acc != "sequential" else None))
         return list(_uniq(out))
 

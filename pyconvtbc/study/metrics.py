@@ -5,22 +5,16 @@ import math
 
 import numpy as np
 
-from ..codecs import hif8_decode
-from ..formats import HIF8_OVERFLOW, get_format, ulp_distance
+from .. import codecs
+from .. import formats as _reg
+from ..formats import get_format, ulp_distance
 from .choices import _FORMAT_ALIASES
 
-# Overflow threshold of each output format: (value, inclusive).  A finite exact value at or past it cannot be
-# represented: it rounds to Inf / NaN (or saturates).
-#   IEEE formats: max + half its ulp; max has an odd significand, so the tie rounds (to even) up -> inclusive.
-#   HiFloat8: 40960 = 1.25 * 2^15, ties away from zero -> inclusive (docs/semantics.md, section 5).
-#   E4M3FN: 464 = 448 + 16 ties to even 448 (significand 1.110) -> exclusive.
-_OVERFLOW = {
-    "float32": (float.fromhex("0x1.fffffep127") + 2.0 ** (127 - 24), True),
-    "float16": (65504.0 + 16.0, True),
-    "bfloat16": (float.fromhex("0x1.fep127") + 2.0 ** (127 - 8), True),
-    "hifloat8": (HIF8_OVERFLOW, True),
-    "float8_e4m3fn": (464.0, False),
-}
+# Overflow threshold of each output format: (value, inclusive), from the registry (pyconvtbc/formats.py, where
+# each value is derived).  A finite exact value at or past it cannot be represented: it rounds to Inf / NaN (or
+# saturates).
+_OVERFLOW = {t.name: t.overflow for t in _reg.types_with_role(_reg.OPERAND) + _reg.types_with_role(_reg.GRAD_WEIGHT)
+             if t.overflow is not None}
 
 # The keys of ``error_metrics`` and ``_spread_stats``, in order (every one None on a row the operator rejected).
 _METRIC_KEYS = ("n", "max_abs", "max_rel", "rel_median", "rel_fro", "n_ulp", "ulp_median", "ulp_p99", "ulp_max",
@@ -30,8 +24,9 @@ _SPREAD_KEYS = ("spread_median", "spread_p99", "spread_max", "frac_varying")
 
 def _values(computed, fmt):
     a = np.asarray(computed)
-    if fmt == "hifloat8" and a.dtype == np.uint8:
-        return hif8_decode(a).astype(np.float64)
+    t = _reg.by_name(fmt)
+    if t is not None and t.decode and t.storage == np.uint8 and a.dtype == np.uint8:   # codes (HiFloat8)
+        return getattr(codecs, t.decode)(a).astype(np.float64)
     return a.astype(np.float64)
 
 

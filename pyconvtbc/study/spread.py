@@ -2,10 +2,10 @@
 cube that adds the terms of each output element in a chosen order."""
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
-from ..codecs import e4m3fn_encode, hif8_decode, hif8_encode, round_to_hf32
+from .. import codecs, formats as _reg
+from ..codecs import round_to_hf32
 from .choices import (_COMPUTE_BY_NAME, _GRAD_ALIASES, GRADS, INPUT_DTYPES, _norm_bool, _norm_permutations,
                       _normalise)
 from .data import Shape, _problems
@@ -21,20 +21,20 @@ def _round_to_compute(a32, compute, bits, rounding):
         return a32
     if compute == "HF32":
         return round_to_hf32(a32, mantissa_bits=bits, rounding=rounding)
+    storage = next(c.storage for c in _reg.COMPUTE_PRECISIONS if c.name == compute)   # FP16 / BF16
     with np.errstate(over="ignore"):
-        if compute == "FP16":
-            return a32.astype(np.float16).astype(np.float32)
-        return a32.astype(ml_dtypes.bfloat16).astype(np.float32)
+        return a32.astype(_reg.by_name(storage).storage).astype(np.float32)
 
 
 def _cast_out(acc, fmt, hif8_rounding, saturate):
-    """fp32 accumulators -> values (float64) of the output format."""
+    """fp32 accumulators -> values (float64) of the output format (its registry codecs, else a NumPy cast)."""
+    t = _reg.by_name(fmt)
     with np.errstate(over="ignore", invalid="ignore"):
-        if fmt == "hifloat8":
-            return hif8_decode(hif8_encode(acc, rounding=hif8_rounding, saturate=saturate)).astype(np.float64)
-        if fmt == "float8_e4m3fn":
-            return e4m3fn_encode(acc, saturate=saturate).astype(np.float64)
-        return acc.astype(INPUT_DTYPES[fmt]).astype(np.float64)
+        if t.encode:
+            given = {"rounding": hif8_rounding, "saturate": saturate}
+            coded = getattr(codecs, t.encode)(acc, **{k: given[k] for k in t.encode_keywords})
+            return getattr(codecs, t.decode)(coded).astype(np.float64)
+        return acc.astype(t.storage).astype(np.float64)
 
 
 _CHUNK = 1 << 22   # products held at once (16 MiB of fp32)
