@@ -73,9 +73,11 @@ def check_descriptors(t, names, is_descriptor, expected, label):
 
 
 def check_formats(t, names, label, allowed=FORMATS):
+    """Each descriptor's format in ``allowed`` (aclFormat codes; default ND, NCL)."""
     for n in names:
         if t[n].format not in allowed:
-            raise Invalid(INVALID, f"{label(n)} has format {format_name(t[n].format)}; expected ND or NCL")
+            expected = or_list(format_name(f).split(" ")[0] for f in allowed)
+            raise Invalid(INVALID, f"{label(n)} has format {format_name(t[n].format)}; expected {expected}")
 
 
 def check_ranks(t, ranks, label):
