@@ -85,7 +85,7 @@ def run_plan(plan, dy, x, w, gi, gw, gb, ws_address, ws_size, cancel=None):
     else:
         ws_address, ws_size = 0, 0
     _conv_tbc.run(dy, x, w, gi, gw, gb, plan.shape, plan.mode, ws_address, ws_size,
-                  plan.num_threads, plan.deterministic, plan.order(), cancel)
+                  plan.num_threads, plan.order(), cancel)
 
 
 def run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws):
@@ -95,5 +95,5 @@ def run_plan_arrays(plan, dy, x, w, gi, gw, gb, ws):
     outputs; ws: a uint8 array of at least plan.workspace_size bytes, or None when that is 0.
     """
     _conv_tbc.run_arrays(dy, x, w, gi, gw, gb, plan.dtypes, plan.shape, plan.mode,
-                         ws if plan.kernel_workspace else None, plan.num_threads, plan.deterministic,
+                         ws if plan.kernel_workspace else None, plan.num_threads,
                          plan.order())
