@@ -49,6 +49,8 @@ def test_bad_values_change_nothing():
         K.hooks.set(isa="portable", blocking=(43, None, None, None, None, None))   # mci: a multiple of 42
     with pytest.raises(ValueError):
         K.hooks.set(blocking=(None,) * 5)
+    with pytest.raises(ValueError):
+        K.hooks.set(gw_pairs=False, parallel_min="many")
     assert K.hooks.get() == DEFAULTS
 
 

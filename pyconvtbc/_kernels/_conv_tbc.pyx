@@ -143,33 +143,38 @@ class _Hooks:
 
     def set(self, **knobs):
         """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
-        Every value is checked before any is set (ValueError)."""
+        Every value is checked before any is set (TypeError / ValueError / KeyError)."""
         unknown = set(knobs) - set(self.names)
         if unknown:
             raise TypeError(f"unknown kernel hook(s) {sorted(unknown)}; expected {self.names}")
-        isa_name = knobs.get("isa")
-        if isa_name is not None and _ISA_CODES[isa_name] > _isa_max:
-            raise ValueError(f"this CPU does not support {isa_name}")
-        blk = knobs.get("blocking")
-        blk = _BLOCKING_DEFAULT if blk is None else tuple(
-            ct_blk[i] if v is None else _check_blocking(i, v) for i, v in enumerate(blk))
+        v = knobs.get("isa")
+        isa_code = _isa_max if v is None else _ISA_CODES[v]
+        if isa_code > _isa_max:
+            raise ValueError(f"this CPU does not support {v}")
+        v = knobs.get("parallel_min")
+        par_min = PARALLEL_MIN_FLOPS if v is None else float(v)
+        v = knobs.get("blocking")
+        blk = _BLOCKING_DEFAULT if v is None else tuple(
+            ct_blk[i] if b is None else _check_blocking(i, b) for i, b in enumerate(v))
         if len(blk) != 6:
-            raise ValueError(f"blocking must have 6 entries (mci, nci, kci, mcw, ncw, kcw), got {blk!r}")
+            raise ValueError(f"blocking must have 6 entries (mci, nci, kci, mcw, ncw, kcw), got {v!r}")
+        v = knobs.get("gw_pairs")
+        pairs = 1 if v is None or v else 0
+        v = knobs.get("phase_mask")
+        mask = 7 if v is None else int(v)
         old = {k: v for k, v in self.get().items() if k in knobs}
         global ct_gw_pairs_on
         if "isa" in knobs:
-            _knobs.isa = _isa_max if isa_name is None else _ISA_CODES[isa_name]
+            _knobs.isa = isa_code
         if "parallel_min" in knobs:
-            v = knobs["parallel_min"]
-            _knobs.par_min = PARALLEL_MIN_FLOPS if v is None else float(v)
+            _knobs.par_min = par_min
         if "blocking" in knobs:
             for i in range(6):
                 ct_blk[i] = blk[i]
         if "gw_pairs" in knobs:
-            ct_gw_pairs_on = 1 if knobs["gw_pairs"] is None or knobs["gw_pairs"] else 0
+            ct_gw_pairs_on = pairs
         if "phase_mask" in knobs:
-            v = knobs["phase_mask"]
-            _knobs.phase_mask = 7 if v is None else int(v)
+            _knobs.phase_mask = mask
         return old
 
     @contextlib.contextmanager
