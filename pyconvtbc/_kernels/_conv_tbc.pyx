@@ -569,14 +569,19 @@ def _isa_index(str isa_name):
     return which
 
 
+def _row_outputs(v, bint copy):
+    """(fp32 values: a copy of v or empty, f16 bits, bf16 bits) for the row-codec hooks below."""
+    import numpy as np
+    n = len(v)
+    r = np.array(v, dtype=np.float32) if copy else np.empty(n, dtype=np.float32)
+    return r, np.empty(n, dtype=np.uint16), np.empty(n, dtype=np.uint16)
+
+
 def _codec_rows(const float[::1] v, int compute, int hbits, int hrnd, str isa_name):
     """(rounded fp32, f16 bits, bf16 bits) of v through one code path's row codecs (tests only)."""
-    import numpy as np
     cdef int which = _isa_index(isa_name)
     n = v.shape[0]
-    r = np.array(v, dtype=np.float32)
-    h = np.empty(n, dtype=np.uint16)
-    b = np.empty(n, dtype=np.uint16)
+    r, h, b = _row_outputs(v, True)
     cdef float[::1] rv = r
     cdef uint16_t[::1] hv = h
     cdef uint16_t[::1] bv = b
@@ -601,11 +606,8 @@ def _decode_rows(const uint16_t[::1] h, int dt, str isa_name):
 
 def _scalar_codecs(const float[::1] v, int hbits, int hrnd):
     """The _fpround scalar codecs on v: (round_hf32, f16 bits, bf16 bits) (tests only)."""
-    import numpy as np
     n = v.shape[0]
-    r = np.empty(n, dtype=np.float32)
-    h = np.empty(n, dtype=np.uint16)
-    b = np.empty(n, dtype=np.uint16)
+    r, h, b = _row_outputs(v, False)
     cdef float[::1] rv = r
     cdef uint16_t[::1] hv = h
     cdef uint16_t[::1] bv = b
