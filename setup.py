@@ -7,6 +7,9 @@ Environment:
   PYCONVTBC_DISABLE_OPENMP=1   build the serial fallback even if the compiler has OpenMP
   PYCONVTBC_SANITIZE=address   build with AddressSanitizer (see docs/developer.md)
   PYCONVTBC_ONLY=a,b            build only these extension modules (developer convenience)
+
+Generated sources: every ``pyconvtbc/_kernels/*.pyx.tp`` (a Tempita template, Tempita ships with Cython) is
+rendered into the ``.pyx`` beside it before Cython runs; that ``.pyx`` is a build output (.gitignore).
 """
 import glob
 import os
@@ -17,6 +20,7 @@ import tempfile
 
 import numpy
 from Cython.Build import cythonize
+from Cython.Tempita import Template
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -72,10 +76,29 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+KERNELS = os.path.join("pyconvtbc", "_kernels")
+
+
+def _render_templates():
+    """Render each _kernels/*.pyx.tp into its .pyx; the file is rewritten only when its text changes (so an
+    unchanged template does not make Cython rebuild the module)."""
+    for tp in sorted(glob.glob(os.path.join(KERNELS, "*.pyx.tp"))):
+        with open(tp, encoding="utf-8") as f:
+            text = Template(f.read(), name=tp).substitute()
+        pyx = tp[:-3]
+        if os.path.exists(pyx):
+            with open(pyx, encoding="utf-8") as f:
+                if f.read() == text:
+                    continue
+        with open(pyx, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def _extensions():
+    _render_templates()
     exts = []
     only = [m for m in os.environ.get("PYCONVTBC_ONLY", "").split(",") if m]
-    for pyx in sorted(glob.glob(os.path.join("pyconvtbc", "_kernels", "*.pyx"))):
+    for pyx in sorted(glob.glob(os.path.join(KERNELS, "*.pyx"))):
         name = pyx[:-4].replace(os.sep, ".")
         if only and name.rsplit(".", 1)[-1] not in only:
             continue
@@ -83,10 +106,11 @@ def _extensions():
             Extension(
                 name,
                 [pyx],
-                include_dirs=[numpy.get_include(), os.path.join("pyconvtbc", "_kernels")],
+                include_dirs=[numpy.get_include(), KERNELS],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-                # the C headers the kernels include: an edit to one rebuilds the module
-                depends=sorted(glob.glob(os.path.join("pyconvtbc", "_kernels", "*.h"))),
+                # the C headers the kernels include (_fpround.h, _fptables.h, _codes.h, _conv_gemm.h, ...):
+                # an edit to one rebuilds the module
+                depends=sorted(glob.glob(os.path.join(KERNELS, "*.h"))),
             )
         )
     return cythonize(

@@ -24,11 +24,10 @@ def setup(shape, threads):
     rng = np.random.default_rng(0)
     arrs = [rng.standard_normal(s, dtype=np.float32) for s in ((To, B, Co), (T, B, Ci), (KK, Ci, Co))]
     outs = [np.zeros((T, B, Ci), np.float32), np.zeros((KK, Ci, Co), np.float32), np.zeros(Co, np.float32)]
-    n = K.workspace_size(shape, 0, (0,) * 6, threads, False)
+    n = K.workspace_size(shape, 0, (0,) * 6, threads)
     ws = np.zeros(max(n, 1), np.uint8)
     ops = [(a.ctypes.data, *a.strides, 0) for a in arrs]
-    args = (*ops, *[(o.ctypes.data, 0) for o in outs], shape, (0, 11, 0, 0, False), ws.ctypes.data, n, threads,
-            False)
+    args = (*ops, *[(o.ctypes.data, 0) for o in outs], shape, (0, 11, 0, 0, False), ws.ctypes.data, n, threads)
     up = lambda c: -(-c // 16) * 16   # noqa: E731  (channels rounded up to the 16 vector lanes)
     work = 2 * To * B * KK * (up(Ci) * Co + Ci * up(Co)) + 8 * (To * B * Co + T * B * Ci)
     return args, (arrs, outs, ws), 4 * To * B * Ci * Co * KK, work

@@ -139,7 +139,7 @@ def run_plan(plan: Plan, dy: tuple, x: tuple, w: tuple, gi: tuple, gw: tuple, gb
     """
     ws_address, ws_size = aligned_workspace(plan, ws_address, ws_size)
     _conv_tbc.run(dy, x, w, gi, gw, gb, plan.kernel_shape, plan.kernel_mode, ws_address, ws_size,
-                  plan.num_threads, plan.deterministic, plan.order(), cancel)
+                  plan.num_threads, plan.order(), cancel)
 
 
 def run_plan_arrays(plan: Plan, dy: np.ndarray, x: np.ndarray, w: np.ndarray, gi: np.ndarray, gw: np.ndarray,
@@ -150,8 +150,7 @@ def run_plan_arrays(plan: Plan, dy: np.ndarray, x: np.ndarray, w: np.ndarray, gi
     outputs; ws: a uint8 array of at least plan.workspace_size bytes, or None when that is 0.
     """
     _conv_tbc.run_arrays(dy, x, w, gi, gw, gb, plan.dtypes, plan.kernel_shape, plan.kernel_mode,
-                         ws if plan.kernel_workspace else None, plan.num_threads, plan.deterministic,
-                         plan.order())
+                         ws if plan.kernel_workspace else None, plan.num_threads, plan.order())
 
 
 BACKWARD = ConvTbcBackward()

@@ -56,10 +56,10 @@ def test_cancel_flag_stops_a_kernel_call(long_problem):
     threading.Timer(DELAY, lambda: flag.__setitem__(0, 1)).start()
     t0 = time.perf_counter()
     with pytest.raises(K.Cancelled):
-        K.run_arrays(dy, x, w, *outs, (0,) * 6, shape, mode, ws, 2, True, None, flag)
+        K.run_arrays(dy, x, w, *outs, (0,) * 6, shape, mode, ws, 2, None, flag)
     assert time.perf_counter() - t0 < DELAY + BOUND
     with pytest.raises(ValueError):
-        K.run_arrays(dy, x, w, *outs, (0,) * 6, shape, mode, ws, 2, True, None, np.zeros(1, np.float64))
+        K.run_arrays(dy, x, w, *outs, (0,) * 6, shape, mode, ws, 2, None, np.zeros(1, np.float64))
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")

@@ -166,12 +166,12 @@ def run_kernel(dy, x, w, pad, *, gi_dt=None, gw_dt=None, gw_code=None, gb_dt=Non
     shape = (T_in, B, Cin, Cout, KK, pad)
     gwc = gw_code if gw_code is not None else CODE[gw_dt]
     dtypes = (CODE[dy.dtype], CODE[x.dtype], CODE[w.dtype], CODE[gi_dt], gwc, CODE[gb_dt])
-    n = K.workspace_size(shape, compute, dtypes, threads, deterministic)
+    n = K.workspace_size(shape, compute, dtypes, threads)
     ws = np.full(n + GUARD, 0x5A, np.uint8)
     gi, gw, gb = Out(x.shape, gi_dt), Out(w.shape, gw_dt), Out((Cout,), gb_dt)
     K.run(operand(dy), operand(x), operand(w), (gi.address, CODE[gi_dt]), (gw.address, gwc),
           (gb.address, CODE[gb_dt]), shape, (compute, bits, rounding, hif8_rounding, saturate),
-          ws.ctypes.data if n else 0, n, threads, deterministic)
+          ws.ctypes.data if n else 0, n, threads)
     for o in (gi, gw, gb):
         o.check()
     assert (ws[n:] == 0x5A).all(), "write past the workspace"
@@ -559,28 +559,26 @@ def test_workspace_within_budget():
         T_out = T_in + 2 * pad - K_ + 1
         budget = 1.5 * 4 * (T_out * B * Cout + T_in * B * Cin + K_ * Cin * Cout)
         for threads in (1, 2):
-            assert K.workspace_size((T_in, B, Cin, Cout, K_, pad), 0, (0,) * 6, threads, False) <= budget
+            assert K.workspace_size((T_in, B, Cin, Cout, K_, pad), 0, (0,) * 6, threads) <= budget
 
 
 def test_rejects_small_workspace_and_bad_codes():
     rng = np.random.default_rng(0)
     dy, x, w = rand(rng, (6, 2, 4), F32), rand(rng, (6, 2, 3), F32), rand(rng, (3, 3, 4), F32)
     shape = (6, 2, 3, 4, 3, 1)
-    n = K.workspace_size(shape, 0, (0,) * 6, 1, False)
+    n = K.workspace_size(shape, 0, (0,) * 6, 1)
     ws = np.zeros(n, np.uint8)
     gi, gw, gb = np.zeros(x.shape, np.float32), np.zeros(w.shape, np.float32), np.zeros(4, np.float32)
     outs = ((gi.ctypes.data, 0), (gw.ctypes.data, 0), (gb.ctypes.data, 0))
     with pytest.raises(ValueError):
-        K.run(operand(dy), operand(x), operand(w), *outs, shape, (0, 11, 0, 0, False), ws.ctypes.data, n - 65, 1,
-              False)
+        K.run(operand(dy), operand(x), operand(w), *outs, shape, (0, 11, 0, 0, False), ws.ctypes.data, n - 65, 1)
     with pytest.raises(ValueError):
         K.run(operand(dy), operand(x), operand(w), (gi.ctypes.data, 34), outs[1], outs[2], shape,
-              (0, 11, 0, 0, False), ws.ctypes.data, n, 1, False)
+              (0, 11, 0, 0, False), ws.ctypes.data, n, 1)
     with pytest.raises(ValueError):
-        K.run(operand(dy), operand(x), operand(w), *outs, shape, (7, 11, 0, 0, False), ws.ctypes.data, n, 1,
-              False)
+        K.run(operand(dy), operand(x), operand(w), *outs, shape, (7, 11, 0, 0, False), ws.ctypes.data, n, 1)
     with pytest.raises(ValueError):
-        K.workspace_size((2, 2, 2, 2, 9, 0), 0, (0,) * 6, 1, False)   # T_out < 0
+        K.workspace_size((2, 2, 2, 2, 9, 0), 0, (0,) * 6, 1)   # T_out < 0
 
 
 def test_run_arrays_matches_run_and_checks_the_plan():
@@ -590,10 +588,10 @@ def test_run_arrays_matches_run_and_checks_the_plan():
     dy, x, w = rand(rng, (6, 2, 4), F32), rand(rng, (6, 2, 3), F32), rand(rng, (3, 3, 4), F32)
     dy = with_layout(dy, "gaps")
     shape, mode, codes = (6, 2, 3, 4, 3, 1), (0, 11, 0, 0, False), (0,) * 6
-    n = K.workspace_size(shape, 0, codes, 1, False)
+    n = K.workspace_size(shape, 0, codes, 1)
     ws = np.zeros(n, np.uint8)
     outs = [np.zeros(x.shape, np.float32), np.zeros(w.shape, np.float32), np.zeros(4, np.float32)]
-    K.run_arrays(dy, x, w, *outs, codes, shape, mode, ws, 1, False)
+    K.run_arrays(dy, x, w, *outs, codes, shape, mode, ws, 1)
     assert _bits(outs) == _bits(run_kernel(dy, x, w, 1))
     bad = [((dy[:-1], x, w, *outs), codes, ws),                                # dy shape
            ((dy, x, w.astype(np.float16), *outs), codes, ws),                  # w itemsize
@@ -604,7 +602,7 @@ def test_run_arrays_matches_run_and_checks_the_plan():
            ((dy, x, w, *outs), (0, 0, 0, 0, 2, 0), ws)]                        # gw dtype code
     for arrays, c, wsb in bad:
         with pytest.raises(ValueError):
-            K.run_arrays(*arrays, c, shape, mode, wsb, 1, False)
+            K.run_arrays(*arrays, c, shape, mode, wsb, 1)
 
 
 def test_releases_the_gil():

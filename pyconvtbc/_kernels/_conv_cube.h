@@ -27,7 +27,7 @@
 #ifndef PYCONVTBC_CONV_CUBE_H
 #define PYCONVTBC_CONV_CUBE_H
 
-enum { CT_ACC_SEQ = 0, CT_ACC_CUBE = 1, CT_ACC_WIDE = 2, CT_ACC_RZ = 3 };
+#include "_codes.h"
 
 /* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero (then f is
  * not 0, and its bit pattern minus one is the next float toward zero: FLT_MAX for an infinity) */
@@ -396,7 +396,7 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
     pre = ct_round_for(P->gi_dt, pre);
     for (int64_t u = R0; u < R1; u++) {
         int64_t r = P->bmajor ? (u % P->T_in) * P->B + u / P->T_in : u;
-        ct_store_row(P->isa, res + (u - R0) * lres, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, 0, 0);
+        ct_store_row(P->isa, res + (u - R0) * lres, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, CT_HIF8_TA, 0);
     }
 }
 

@@ -1,6 +1,6 @@
 /* _conv_gemm.h: the compute side of _conv_tbc.pyx (pack/round, micro-kernels, tasks, output casts).
  *
- * Included by _conv_tbc.pyx AFTER _fpround.pxd's verbatim block, so the scalar codecs pct_* are in scope:
+ * Included by _conv_tbc.pyx; scalar codecs pct_* from _fpround.h, dtype / compute / rounding codes from _codes.h:
  * every scalar path below calls them, and every vector path is tested bit for bit against them
  * (tests/test_kernels.py::test_vector_codecs_match_scalar).
  *
@@ -23,6 +23,9 @@
 #include <string.h>
 #include <math.h>
 
+#include "_codes.h"
+#include "_fpround.h"
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(PYCONVTBC_NO_SIMD)
 #define CT_X86 1
 #include <immintrin.h>
@@ -30,8 +33,6 @@
 #define CT_X86 0
 #endif
 
-enum { CT_DT_F32 = 0, CT_DT_F16 = 1, CT_DT_BF16 = 27, CT_DT_HIF8 = 34, CT_DT_E4M3 = 36 };
-enum { CT_C_FP32 = 0, CT_C_HF32 = 1, CT_C_FP16 = 2, CT_C_BF16 = 3 };
 enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2 };
 static int ct_gw_pairs_on = 1;   /* AVX-512 co-pair gw kernel for narrow channels (a profiling hook turns it off) */
 
@@ -135,11 +136,11 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     int ok = 1;
     memset(P, 0, sizeof(*P));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0 || nthreads < 1) return -1;
-    if (acc < 0 || acc > 3 || (acc != 0 && (k0 < 1 || k0 > 64 || layout < 0 || layout > 1))) return -1;
+    if (acc < CT_ACC_SEQ || acc > CT_ACC_RZ || (acc != CT_ACC_SEQ && (k0 < 1 || k0 > 64 || layout < 0 || layout > 1))) return -1;
     P->acc = acc; P->k0 = k0 > 0 ? k0 : 1; P->layout = layout;
     /* the per-item gradWeight chains of layout 0 read the rows of one b: keep them contiguous (the t-major rows
      * of one b are B rows apart: power-of-two strides then alias in L1) */
-    P->bmajor = acc != 0 && layout == 0 && B > 1;
+    P->bmajor = acc != CT_ACC_SEQ && layout == 0 && B > 1;
     P->T_in = T_in; P->B = B; P->Cin = Cin; P->Cout = Cout; P->K = K; P->pad = pad;
     P->T_out = T_in + 2 * pad - K + 1;
     if (P->T_out < 0) return -1;
@@ -194,7 +195,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->n_gw1 = P->n_gw = ct_cdiv(K, P->gw_kg) * P->n_gw_ib * P->n_gw_ob;
     /* ascend950 (layout 1): pieces when the output has fewer than 32 blocks of 128 co x 256 (ci, k): P = 32 // nb;
      * gw segments of 65536 positions, gi segments of 32768 reduction elements when K*Cout >= 32768 */
-    if (acc != 0 && layout == 1) {
+    if (acc != CT_ACC_SEQ && layout == 1) {
         int64_t nb = ct_cdiv(Cout, 128) * ct_cdiv(ct_mul_ok(Cin, K, &ok), 256);
         P->gw_pieces = (prod && nb > 0 && nb < 32) ? 32 / nb : 1;
         P->gw_seg = ct_max(1, 65536 / P->k0);
@@ -213,7 +214,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
     int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
     P->gw_ctile_off = gwt;
-    if (acc != 0 && prod) gwt += P->gw_kg * P->gw_mc * P->gw_ld;
+    if (acc != CT_ACC_SEQ && prod) gwt += P->gw_kg * P->gw_mc * P->gw_ld;
     int64_t cb = ct_max(gi_buf || P->gi_seg || P->bmajor ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
@@ -377,7 +378,7 @@ CT_I512 __m512 ct_round_hf32_512(__m512 v, int d, int hrnd) {   /* d = 23 - mant
     __mmask16 nan = _mm512_cmpgt_epu32_mask(u, _mm512_set1_epi32(0x7F800000));
     __m512i dv = _mm512_set1_epi32(d);
     __m512i add = _mm512_set1_epi32((int)(1u << (d - 1)));
-    if (hrnd == 1) {
+    if (hrnd == CT_HF32_NEAREST_EVEN) {
         __m512i lsb = _mm512_and_si512(_mm512_srlv_epi32(u, dv), _mm512_set1_epi32(1));
         add = _mm512_add_epi32(_mm512_sub_epi32(add, _mm512_set1_epi32(1)), lsb);
     }
@@ -683,7 +684,7 @@ CT_I256 __m256 ct_round_hf32_256(__m256 v, int d, int hrnd) {
     __m256i nan = _mm256_cmpgt_epi32(u, _mm256_set1_epi32(0x7F800000));
     __m128i dv = _mm_cvtsi32_si128(d);
     __m256i add = _mm256_set1_epi32((int)(1u << (d - 1)));
-    if (hrnd == 1) {
+    if (hrnd == CT_HF32_NEAREST_EVEN) {
         __m256i lsb = _mm256_and_si256(_mm256_srl_epi32(u, dv), _mm256_set1_epi32(1));
         add = _mm256_add_epi32(_mm256_sub_epi32(add, _mm256_set1_epi32(1)), lsb);
     }
@@ -1192,10 +1193,10 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
     /* rounding to C then casting to the same format is the cast alone (RNE is idempotent, NaNs stay quiet) */
     pre = ct_round_for(P->gi_dt, pre);
     if (nc == ld && nc == P->Cin)       /* tile rows and output rows are both contiguous */
-        ct_store_row(P->isa, cb, (R1 - R0) * nc, P->gi + R0 * P->Cin * es, P->gi_dt, pre, 0, 0);
+        ct_store_row(P->isa, cb, (R1 - R0) * nc, P->gi + R0 * P->Cin * es, P->gi_dt, pre, CT_HIF8_TA, 0);
     else
         for (int64_t r = R0; r < R1; r++)
-            ct_store_row(P->isa, cb + (r - R0) * ld, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, 0, 0);
+            ct_store_row(P->isa, cb + (r - R0) * ld, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, CT_HIF8_TA, 0);
 }
 
 /* gw, rows [p0, p1) (all valid for k .. k+nk-1), one co panel, every ci panel of the task */
@@ -1315,7 +1316,7 @@ static void ct_finish_gb(const ct_plan *P) {
             const float *g = P->gbp + ch * P->Cout + c0;
             for (int64_t j = 0; j < n; j++) acc[j] += g[j];
         }
-        ct_store_row(P->isa, acc, n, P->gb + c0 * es, P->gb_dt, CT_C_FP32, 0, 0);
+        ct_store_row(P->isa, acc, n, P->gb + c0 * es, P->gb_dt, CT_C_FP32, CT_HIF8_TA, 0);
     }
 }
 

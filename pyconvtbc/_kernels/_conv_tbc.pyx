@@ -9,6 +9,8 @@ Cython's prange; the shim ``_openmp.pxd`` is the only other place OpenMP is name
 Determinism: every output element is reduced by one thread in one fixed order, whatever the thread count,
 so results are bitwise identical for any ``num_threads`` in both modes (docs/performance.md, "Determinism").
 """
+import contextlib
+
 from cython.parallel cimport prange, parallel, threadid
 cimport numpy as cnp
 from ._openmp cimport pyconvtbc_omp_barrier
@@ -25,8 +27,10 @@ cdef extern from "<pthread.h>" nogil:
     pthread_t pthread_self()
     int pthread_equal(pthread_t a, pthread_t b)
 
-# The scalar codecs (their C bodies must be emitted before _conv_gemm.h, which calls them).
-from ._fpround cimport round_hf32, f32_to_f16_bits, f32_to_bf16_bits, COMPUTE_FP32, COMPUTE_BF16
+# The scalar codecs (C in _fpround.h, which _conv_gemm.h includes too) and the numeric codes (_codes.h).
+from ._fpround cimport round_hf32, f32_to_f16_bits, f32_to_bf16_bits
+from ._codes cimport (CT_DT_F32, CT_DT_F16, CT_DT_BF16, CT_DT_HIF8, CT_DT_E4M3, CT_C_FP32, CT_C_FP16, CT_C_BF16,
+                      CT_HIF8_TA, CT_ACC_SEQ, CT_ACC_CUBE, CT_ACC_WIDE, CT_ACC_RZ)
 
 cdef extern from "_conv_gemm.h" nogil:
     ctypedef struct ct_src:
@@ -97,23 +101,22 @@ cdef extern from "_conv_fwd.h" nogil:
 cnp.import_array()
 
 cdef int _isa_max = ct_isa_supported()
-cdef int _isa = _isa_max
 
-ISA_NAMES = {0: "portable", 1: "avx2", 2: "avx512"}
+ISA_NAMES = {CT_ISA_PORTABLE: "portable", CT_ISA_AVX2: "avx2", CT_ISA_AVX512: "avx512"}
+_ISA_CODES = {name: code for code, name in ISA_NAMES.items()}
 
 # Below this much work (lane flops: 2*T_out*B*K*(Cin16*Cout + Cin*Cout16), channels rounded up to the 16
 # vector lanes, plus the packing passes) a call runs in the calling thread: waking sleeping OpenMP workers
 # costs more than it saves there (bench/threshold.py; docs/performance.md, "Serial threshold").
 PARALLEL_MIN_FLOPS = 10_000_000
-cdef double _par_min = PARALLEL_MIN_FLOPS
 
-_IN_DTYPES = (0, 1, 27)
-_GW_DTYPES = (0, 1, 27, 34, 36)
+_IN_DTYPES = (CT_DT_F32, CT_DT_F16, CT_DT_BF16)
+_GW_DTYPES = _IN_DTYPES + (CT_DT_HIF8, CT_DT_E4M3)
 
 
 def isa():
     """The instruction set the kernels use now: 'avx512', 'avx2' or 'portable'."""
-    return ISA_NAMES[_isa]
+    return ISA_NAMES[_knobs.isa]
 
 
 def isa_supported():
@@ -121,89 +124,157 @@ def isa_supported():
     return ISA_NAMES[_isa_max]
 
 
+# ---- test and profiling hooks ----------------------------------------------------------------------------
+# Every knob that tests, bench/ and profiling turn lives behind ``hooks`` (nothing else writes them); a call
+# reads them once, when it starts (``_run``).  They are process-wide and not thread safe: set them between
+# calls, never while another thread runs the kernels.
+#   isa           code path: 'avx512', 'avx2', 'portable' (None: the best this CPU has)
+#   parallel_min  work threshold below which a call runs serially (None: PARALLEL_MIN_FLOPS)
+#   blocking      cache-blocking sizes (mci, nci, kci, mcw, ncw, kcw) of _conv_gemm.h; a None entry keeps
+#                 that size (None: the defaults).  kci changes gi's summation order (results stay correct,
+#                 bits may change)
+#   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
+#   phase_mask    run only some phases: 1 pack, 2 gi, 4 gw (None: 7 = all); results are then garbage
+cdef struct _knobs_t:
+    int isa
+    double par_min
+    int phase_mask
+
+cdef _knobs_t _knobs = _knobs_t(isa=_isa_max, par_min=PARALLEL_MIN_FLOPS, phase_mask=7)
+_BLOCKING_DEFAULT = tuple(ct_blk[i] for i in range(6))
+
+
+def _check_blocking(int i, v):
+    if v < 1 or (i in (1, 2, 4) and v % 32) or (i == 3 and v % 8) or (i == 0 and v % 42):
+        raise ValueError(f"bad blocking value {v}")
+    return v
+
+
+class _Hooks:
+    """The kernels' test and profiling knobs (see above): ``get()``, ``set(**knobs)``, ``override(**knobs)``."""
+
+    names = ("isa", "parallel_min", "blocking", "gw_pairs", "phase_mask")
+
+    def get(self):
+        """The current value of every knob, as a dict."""
+        return {"isa": ISA_NAMES[_knobs.isa], "parallel_min": _knobs.par_min,
+                "blocking": tuple(ct_blk[i] for i in range(6)), "gw_pairs": bool(ct_gw_pairs_on),
+                "phase_mask": _knobs.phase_mask}
+
+    def set(self, **knobs):
+        """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
+        Every value is checked before any is set (TypeError / ValueError / KeyError)."""
+        unknown = set(knobs) - set(self.names)
+        if unknown:
+            raise TypeError(f"unknown kernel hook(s) {sorted(unknown)}; expected {self.names}")
+        v = knobs.get("isa")
+        isa_code = _isa_max if v is None else _ISA_CODES[v]
+        if isa_code > _isa_max:
+            raise ValueError(f"this CPU does not support {v}")
+        v = knobs.get("parallel_min")
+        par_min = PARALLEL_MIN_FLOPS if v is None else float(v)
+        v = knobs.get("blocking")
+        blk = _BLOCKING_DEFAULT if v is None else tuple(
+            ct_blk[i] if b is None else _check_blocking(i, b) for i, b in enumerate(v))
+        if len(blk) != 6:
+            raise ValueError(f"blocking must have 6 entries (mci, nci, kci, mcw, ncw, kcw), got {v!r}")
+        v = knobs.get("gw_pairs")
+        pairs = 1 if v is None or v else 0
+        v = knobs.get("phase_mask")
+        mask = 7 if v is None else int(v)
+        old = {k: v for k, v in self.get().items() if k in knobs}
+        global ct_gw_pairs_on
+        if "isa" in knobs:
+            _knobs.isa = isa_code
+        if "parallel_min" in knobs:
+            _knobs.par_min = par_min
+        if "blocking" in knobs:
+            for i in range(6):
+                ct_blk[i] = blk[i]
+        if "gw_pairs" in knobs:
+            ct_gw_pairs_on = pairs
+        if "phase_mask" in knobs:
+            _knobs.phase_mask = mask
+        return old
+
+    @contextlib.contextmanager
+    def override(self, **knobs):
+        """``with hooks.override(isa="portable"): ...``: the knobs set for the block, restored after it."""
+        old = self.set(**knobs)
+        try:
+            yield self
+        finally:
+            self.set(**old)
+
+    def last_stamps(self):
+        """Seconds spent in (pack, gw, gi, gb) by the last serial call (gw + gi in parallel ones)."""
+        return tuple(_stamps[i + 1] - _stamps[i] for i in range(4))
+
+
+hooks = _Hooks()
+
+
+# The hooks' older one-knob spellings (tests and bench/ use them).
+def _set_isa(name):
+    """Force a code path ('avx512', 'avx2', 'portable', or None for the best)."""
+    hooks.set(isa=name)
+
+
 def _set_parallel_min(flops=None):
-    """Testing hook: the work threshold below which a call runs serially (None: the default). Returns the old."""
-    global _par_min
-    old = _par_min
-    _par_min = PARALLEL_MIN_FLOPS if flops is None else float(flops)
-    return old
-
-
-cdef int _phase_mask = 7
+    """The work threshold below which a call runs serially (None: the default). Returns the old one."""
+    return hooks.set(parallel_min=flops)["parallel_min"]
 
 
 def _set_blocking(mci=None, nci=None, kci=None, mcw=None, ncw=None, kcw=None):
-    """Profiling hook: cache-blocking sizes (see _conv_gemm.h).  Returns the old ones.  Not thread safe;
-    kci changes gi's summation order (results stay correct, bits may change)."""
-    old = tuple(ct_blk[i] for i in range(6))
-    for i, v in enumerate((mci, nci, kci, mcw, ncw, kcw)):
-        if v is not None:
-            if v < 1 or (i in (1, 2, 4) and v % 32) or (i == 3 and v % 8) or (i == 0 and v % 42):
-                raise ValueError(f"bad blocking value {v}")
-            ct_blk[i] = v
-    return old
+    """Cache-blocking sizes (None: unchanged).  Returns the old ones."""
+    return hooks.set(blocking=(mci, nci, kci, mcw, ncw, kcw))["blocking"]
 
 
 def _set_gw_pairs(on=True):
-    """Testing / profiling hook: use the AVX-512 co-pair gw kernel for narrow channels (default on). Returns
-    the old setting.  Not thread safe; results are the same bits either way."""
-    global ct_gw_pairs_on
-    old = bool(ct_gw_pairs_on)
-    ct_gw_pairs_on = 1 if on else 0
-    return old
+    """The AVX-512 co-pair gw kernel for narrow channels on or off. Returns the old setting."""
+    return hooks.set(gw_pairs=bool(on))["gw_pairs"]
 
 
 def _set_phase_mask(mask=7):
-    """Profiling hook: run only some phases (1 pack, 2 gi, 4 gw; results are then garbage). Returns the old."""
-    global _phase_mask
-    old = _phase_mask
-    _phase_mask = int(mask)
-    return old
+    """Run only some phases (1 pack, 2 gi, 4 gw). Returns the old mask."""
+    return hooks.set(phase_mask=mask)["phase_mask"]
 
 
-def _set_isa(name):
-    """Testing hook: force a code path ('avx512', 'avx2', 'portable', or None for the best). Not thread safe."""
-    global _isa
-    if name is None:
-        _isa = _isa_max
-        return
-    want = {"portable": 0, "avx2": 1, "avx512": 2}[name]
-    if want > _isa_max:
-        raise ValueError(f"this CPU does not support {name}")
-    _isa = want
+def _last_stamps():
+    return hooks.last_stamps()
 
 
 # Accumulation forms (docs/precision.md, "Accumulation model"): the mode tuple's entry 5.
-ACC_SEQUENTIAL, ACC_CUBE, ACC_CUBE_WIDE, ACC_CUBE_RZ = 0, 1, 2, 3
+ACC_SEQUENTIAL, ACC_CUBE, ACC_CUBE_WIDE, ACC_CUBE_RZ = CT_ACC_SEQ, CT_ACC_CUBE, CT_ACC_WIDE, CT_ACC_RZ
 
 
 def _acc_mode(mode):
     """(acc, k0, layout) of a mode tuple: 5 entries = the sequential form; 8 = (..., acc, k0, layout)."""
     if len(mode) == 5:
-        return 0, 1, 0
+        return CT_ACC_SEQ, 1, 0
     if len(mode) != 8:
         raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate[, acc, k0, "
                          f"layout]), got {mode!r}")
     acc, k0, layout = int(mode[5]), int(mode[6]), int(mode[7])
-    if not 0 <= acc <= 3 or not 1 <= k0 <= 64 or layout not in (0, 1):
+    if not CT_ACC_SEQ <= acc <= CT_ACC_RZ or not 1 <= k0 <= 64 or layout not in (0, 1):
         raise ValueError(f"bad accumulation mode (acc, k0, layout) = {(acc, k0, layout)!r}")
     return acc, k0, layout
 
 
-cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, int gw_dt, int acc=0, int k0=1,
-               int layout=0) except -1:
+cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, int gw_dt, int acc=CT_ACC_SEQ,
+               int k0=1, int layout=0) except -1:
     if len(shape) != 6:
         raise ValueError(f"shape must be (T_in, B, Cin, Cout, K, pad), got {shape!r}")
     T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
     # fp32 outputs accumulate in place; other dtypes (and gi rounded to FP16/BF16 first) need fp32 tiles
-    cdef int gi_buf = gi_dt != 0 or compute == 2 or compute == 3
-    cdef int gw_buf = gw_dt != 0
+    cdef int gi_buf = gi_dt != CT_DT_F32 or compute == CT_C_FP16 or compute == CT_C_BF16
+    cdef int gw_buf = gw_dt != CT_DT_F32
     if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout) != 0:
         raise ValueError(f"invalid or too large shape {tuple(shape)!r}")
     return 0
 
 
-def workspace_size(shape, compute, dtypes, num_threads, deterministic=None):
+def workspace_size(shape, compute, dtypes, num_threads):
     """Bytes of workspace ``run`` needs for this problem (packed operands, gb partial sums, per-thread tiles,
     piece sums).  compute: the compute precision (sequential form) or a whole mode tuple (see ``run``)."""
     cdef ct_plan P
@@ -245,8 +316,7 @@ cdef char *_out(op, str name, tuple allowed, int *dt, Py_ssize_t n) except? NULL
     return <char *><uintptr_t>addr
 
 
-def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, deterministic=None, perm=None,
-        cancel=None):
+def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, perm=None, cancel=None):
     """Compute gradInput, gradWeight, gradBias (docs/developer.md).  Releases the GIL for all the work.
 
     mode: (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate) for the sequential form, or with
@@ -271,7 +341,7 @@ def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, determi
 
 def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w not None, cnp.ndarray gi not None,
                cnp.ndarray gw not None, cnp.ndarray gb not None, tuple codes, tuple shape, tuple mode,
-               cnp.ndarray ws, num_threads, deterministic=None, perm=None, cancel=None):
+               cnp.ndarray ws, num_threads, perm=None, cancel=None):
     """``run`` for NumPy arrays (the NumPy layer's per-call path): addresses and strides are read here, in C.
 
     codes: the aclDataType codes of (dy, x, w, gi, gw, gb); the arrays must have the planned shapes.  gi, gw,
@@ -314,7 +384,7 @@ cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, int gi_dt, int gw_dt) 
         raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate[, acc, k0, "
                          f"layout]), got {mode!r}")
     cdef int compute = int(mode[0])
-    if compute < COMPUTE_FP32 or compute > COMPUTE_BF16:
+    if compute < CT_C_FP32 or compute > CT_C_BF16:
         raise ValueError(f"unknown compute precision {compute}")
     acc, k0, layout = _acc_mode(mode)
     _plan(P, shape, nt, compute, gi_dt, gw_dt, acc, k0, layout)
@@ -331,7 +401,7 @@ cdef int _src_array(ct_src *s, cnp.ndarray a, int dt, int64_t d0, int64_t d1, in
         raise ValueError(f"{name}: unsupported dtype code {dt}")
     cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(a)
     if (cnp.PyArray_NDIM(a) != 3 or dims[0] != d0 or dims[1] != d1 or dims[2] != d2
-            or cnp.PyArray_ITEMSIZE(a) != (4 if dt == 0 else 2)):
+            or cnp.PyArray_ITEMSIZE(a) != ct_dt_size(dt)):
         raise ValueError(f"{name}: array of shape {(<object>a).shape} and dtype {(<object>a).dtype} "
                          f"does not match the plan")
     cdef cnp.npy_intp *st = cnp.PyArray_STRIDES(a)
@@ -409,16 +479,9 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     """Lay the workspace out, then execute (GIL released).  P holds the sizes, mode, sources and outputs.
     cancel: None, or a writable int32 array of one element; setting it nonzero (from any thread) stops the
     call at the next task or row-chunk boundary, which then raises Cancelled."""
-    P.isa = _isa
-    cdef uintptr_t aligned
-    cdef float *fb = NULL
-    if P.total_floats > 0:
-        if base == 0:
-            raise ValueError("workspace is null")
-        aligned = (base + <uintptr_t>(CT_ALIGN - 1)) & ~(<uintptr_t>(CT_ALIGN - 1))
-        if size - <int64_t>(aligned - base) < P.total_floats * 4:
-            raise ValueError(f"workspace of {size} bytes is too small; need {P.total_floats * 4 + CT_ALIGN}")
-        fb = <float *>aligned
+    cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
+    P.isa = knobs.isa
+    cdef float *fb = _workspace_base(base, size, P.total_floats)
     P.DYp = fb + P.off_dyp if (fb != NULL and P.off_xp > P.off_dyp) else NULL
     P.Xp = fb + P.off_xp if (fb != NULL and P.off_wp > P.off_xp) else NULL
     P.Wp = fb + P.off_wp if (fb != NULL and P.off_gbp > P.off_wp) else NULL
@@ -433,44 +496,30 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     cdef double work = 2.0 * <double>P.RO * <double>P.K * (ci16 * P.Cout + P.Cin * co16)
     work += 8.0 * (<double>P.RO * P.Cout + <double>P.RI * P.Cin)
     cdef int threads = <int>P.nthreads_max
-    if work < _par_min:
+    if work < knobs.par_min:
         threads = 1
     cdef _poll_ctx ctx
-    ctx.tid = pthread_self()
-    ctx.last = _now()
-    ctx.cancel = 0
-    ctx.etype = ctx.evalue = ctx.etb = NULL
-    ctx.flag = NULL
-    cdef cnp.ndarray flag_arr
-    if cancel is not None:
-        flag_arr = cancel
-        if flag_arr.dtype.num != cnp.NPY_INT32 or flag_arr.size != 1 or not flag_arr.flags.writeable:
-            raise ValueError("cancel must be a writable int32 array of one element")
-        ctx.flag = <const int *>cnp.PyArray_DATA(flag_arr)
+    keep = _poll_begin(&ctx, cancel)
     P.poll = _poll
     P.poll_ctx = &ctx
     with nogil:
-        _execute(P, threads)
-    if ctx.cancel:
-        if ctx.etype != NULL:
-            PyErr_Restore(ctx.etype, ctx.evalue, ctx.etb)
-            return -1
-        raise Cancelled("the call was cancelled through its cancel flag; outputs are partly written")
-    return 0
+        _execute(P, threads, knobs.phase_mask)
+    del keep
+    return _poll_end(&ctx)
 
 
-cdef void _execute(ct_plan *P, int threads) noexcept nogil:
+cdef void _execute(ct_plan *P, int threads, int phase_mask) noexcept nogil:
     cdef Py_ssize_t i
     cdef Py_ssize_t n_pack = P.n_pack
     cdef Py_ssize_t n_comp = P.n_comp          # compute tasks: gw ones [0, n_gw), then gi ones
     cdef Py_ssize_t c0 = 0
-    cdef Py_ssize_t n_post = P.n_post if _phase_mask & 4 else 0
-    if _phase_mask != 7:                 # profiling only
-        if not (_phase_mask & 1):
+    cdef Py_ssize_t n_post = P.n_post if phase_mask & 4 else 0
+    if phase_mask != 7:                  # profiling only
+        if not (phase_mask & 1):
             n_pack = 0
-        if not (_phase_mask & 4):
+        if not (phase_mask & 4):
             c0 = P.n_gw
-        if not (_phase_mask & 2):
+        if not (phase_mask & 2):
             n_comp = P.n_gw
     _stamp(0)
     if threads <= 1:
@@ -502,8 +551,8 @@ cdef void _execute(ct_plan *P, int threads) noexcept nogil:
 
 
 # ---- the forward operator aclnnConvTbc (_conv_fwd.h) -------------------------------------------------------
-_FWD_OUT_DTYPES = (0, 1, 27, 34)
-_FWD_IN_DTYPES = (0, 1, 27, 34)      # HiFloat8 operands are decoded while they are packed (exact in fp32)
+_FWD_OUT_DTYPES = _IN_DTYPES + (CT_DT_HIF8,)
+_FWD_IN_DTYPES = _FWD_OUT_DTYPES     # HiFloat8 operands are decoded while they are packed (exact in fp32)
 
 
 cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
@@ -514,7 +563,7 @@ cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
                          f"pre), got {mode!r}")
     T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
     compute, hbits, hrnd, hif8_rnd, saturate, acc, k0, pre = [int(v) for v in mode]
-    if compute < COMPUTE_FP32 or compute > COMPUTE_BF16:
+    if compute < CT_C_FP32 or compute > CT_C_BF16:
         raise ValueError(f"unknown compute precision {compute}")
     if out_dt not in _FWD_OUT_DTYPES:
         raise ValueError(f"out: unsupported dtype code {out_dt}")
@@ -550,7 +599,8 @@ def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, canc
     _src(&F.w, w, "w", _FWD_IN_DTYPES)
     F.bias = <const float *><uintptr_t>int(bias)
     F.out = _out(out, "out", _FWD_OUT_DTYPES, &F.out_dt, F.RO * F.Cout)
-    F.isa = _isa
+    cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
+    F.isa = knobs.isa
     cdef float *fb = _workspace_base(<uintptr_t>int(ws_ptr), int(ws_size), F.total_floats)
     F.Xp = fb + F.off_xp if (fb != NULL and F.off_wp > F.off_xp) else NULL
     F.Wp = fb + F.off_wp if (fb != NULL and F.off_cbuf > F.off_wp) else NULL
@@ -558,7 +608,7 @@ def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, canc
     ct_fwd_bind(&F)
     cdef double ci16 = <double>(((F.Cin + 15) // 16) * 16)
     cdef double work = 2.0 * <double>F.RO * <double>F.K * ci16 * <double>F.Cout + 8.0 * <double>F.RI * F.Cin
-    cdef int threads = <int>F.nthreads_max if work >= _par_min else 1
+    cdef int threads = <int>F.nthreads_max if work >= knobs.par_min else 1
     cdef _poll_ctx ctx
     keep = _poll_begin(&ctx, cancel)
     F.u.poll = _poll
@@ -635,40 +685,41 @@ cdef inline void _stamp(int i) noexcept nogil:
     _stamps[i] = ts.tv_sec + 1e-9 * ts.tv_nsec
 
 
-def _last_stamps():
-    """Profiling hook: seconds spent in (pack, gw, gi, gb) by the last serial call (gw + gi in parallel ones)."""
-    return tuple(_stamps[i + 1] - _stamps[i] for i in range(4))
-
 
 # ---- test hooks: the vector row codecs of every instruction set, against the scalar codecs --------------
 def _isa_index(str isa_name):
     """The code-path index of an instruction-set name; ValueError if this CPU lacks it (tests only)."""
-    which = {"portable": 0, "avx2": 1, "avx512": 2}[isa_name]
+    which = _ISA_CODES[isa_name]
     if which > _isa_max:
         raise ValueError(f"this CPU does not support {isa_name}")
     return which
 
 
+def _row_outputs(v, bint copy):
+    """(fp32 values: a copy of v or empty, f16 bits, bf16 bits) for the row-codec hooks below."""
+    import numpy as np
+    n = len(v)
+    r = np.array(v, dtype=np.float32) if copy else np.empty(n, dtype=np.float32)
+    return r, np.empty(n, dtype=np.uint16), np.empty(n, dtype=np.uint16)
+
+
 def _codec_rows(const float[::1] v, int compute, int hbits, int hrnd, str isa_name):
     """(rounded fp32, f16 bits, bf16 bits) of v through one code path's row codecs (tests only)."""
-    import numpy as np
     cdef int which = _isa_index(isa_name)
     n = v.shape[0]
-    r = np.array(v, dtype=np.float32)
-    h = np.empty(n, dtype=np.uint16)
-    b = np.empty(n, dtype=np.uint16)
+    r, h, b = _row_outputs(v, True)
     cdef float[::1] rv = r
     cdef uint16_t[::1] hv = h
     cdef uint16_t[::1] bv = b
     if n:
         ct_round_row(which, &rv[0], n, compute, hbits, hrnd)
-        ct_store_row(which, &v[0], n, <char *>&hv[0], 1, 0, 0, 0)
-        ct_store_row(which, &v[0], n, <char *>&bv[0], 27, 0, 0, 0)
+        ct_store_row(which, &v[0], n, <char *>&hv[0], CT_DT_F16, CT_C_FP32, CT_HIF8_TA, 0)
+        ct_store_row(which, &v[0], n, <char *>&bv[0], CT_DT_BF16, CT_C_FP32, CT_HIF8_TA, 0)
     return r, h, b
 
 
 def _decode_rows(const uint16_t[::1] h, int dt, str isa_name):
-    """fp32 of 16-bit codes (dt 1 = FLOAT16, 27 = BF16) through one code path's row decoder (tests only)."""
+    """fp32 of 16-bit codes (dt CT_DT_F16 or CT_DT_BF16) through one code path's row decoder (tests only)."""
     import numpy as np
     cdef int which = _isa_index(isa_name)
     n = h.shape[0]
@@ -681,11 +732,8 @@ def _decode_rows(const uint16_t[::1] h, int dt, str isa_name):
 
 def _scalar_codecs(const float[::1] v, int hbits, int hrnd):
     """The _fpround scalar codecs on v: (round_hf32, f16 bits, bf16 bits) (tests only)."""
-    import numpy as np
     n = v.shape[0]
-    r = np.empty(n, dtype=np.float32)
-    h = np.empty(n, dtype=np.uint16)
-    b = np.empty(n, dtype=np.uint16)
+    r, h, b = _row_outputs(v, False)
     cdef float[::1] rv = r
     cdef uint16_t[::1] hv = h
     cdef uint16_t[::1] bv = b
