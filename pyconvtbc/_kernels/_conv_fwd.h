@@ -44,7 +44,7 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     int ok = 1;
     memset(F, 0, sizeof(*F));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 1 || pad < 0 || nthreads < 1) return -1;
-    if (acc < 0 || acc > 3 || k0 < 1 || k0 > 64 || ct_dt_size(out_dt) == 0) return -1;
+    if (acc < CT_ACC_SEQ || acc > CT_ACC_RZ || k0 < 1 || k0 > 64 || ct_dt_size(out_dt) == 0) return -1;
     if (pre != CT_C_FP32 && pre != CT_C_FP16 && pre != CT_C_BF16) return -1;
     F->T_in = T_in; F->B = B; F->Cin = Cin; F->Cout = Cout; F->K = K; F->pad = pad;
     F->T_out = T_in + 2 * pad - K + 1;
