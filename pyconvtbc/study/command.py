@@ -83,7 +83,8 @@ def _parser():
                    help="k0 (the compute precision's) or integers 1..64: products per cube step")
     m = common.add_argument_group("measurement")
     m.add_argument("--grads", default=None, metavar="LIST",
-                   help="gradInput,gradWeight,gradBias (or gi,gw,gb); default all (spread: gi,gw)")
+                   help="gradInput,gradWeight,gradBias (or gi,gw,gb) and output (or out: the forward's result); "
+                        "default the three gradients (spread: gi,gw)")
     m.add_argument("--reference", default="inputs", metavar="WHICH",
                    help="inputs: float64 of the operator's inputs (default); source: of the data before the "
                         "cast to the input dtype")
