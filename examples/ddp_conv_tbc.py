@@ -1,11 +1,12 @@
 """Scale-out: data-parallel training of emulated ConvTBC layers with torch.distributed (DDP, gloo backend, CPUs).
 
     python examples/ddp_conv_tbc.py [--world-size 2] [--steps 20] [--threads 1] [--cube torch_npu] [--dump DIR]
+                                    [--start-method spawn|fork]
 
 A study or training run that outgrows one process uses torch.distributed, as any PyTorch model does: the model
 (two ``pyconvtbc.torch.ConvTBC`` layers, both passes emulated) is wrapped in ``DistributedDataParallel``; each
-of ``--world-size`` processes on this machine (``torch.multiprocessing.spawn``, the gloo backend, a free local
-port) takes its share of every batch, and DDP averages the gradients with an all-reduce before each optimiser
+of ``--world-size`` processes on this machine (``torch.multiprocessing``, spawned unless ``--start-method``
+says otherwise; the gloo backend; a free local port) takes its share of every batch, and DDP averages the gradients with an all-reduce before each optimiser
 step.  Every process starts from the same weights (seed 0) and draws the same global batch (seeded by the step).
 
 Threads: each process's emulated kernels use ``--threads`` threads (set through ``$PYCONVTBC_NUM_THREADS`` in
@@ -122,6 +123,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1, help="kernel and torch threads per process (default 1)")
     ap.add_argument("--cube", default="torch_npu", help="cube_math_type of both layers (default torch_npu)")
     ap.add_argument("--dump", metavar="DIR", help="write rank<R>.pt with the first step's gradients")
+    ap.add_argument("--start-method", default="spawn", choices=("spawn", "fork", "forkserver"),
+                    help="how the processes start (default spawn, the portable one; fork skips re-importing torch "
+                         "in each, where the platform has it)")
     a = ap.parse_args(argv)
     if a.world_size < 1 or a.steps < 1 or a.threads < 1 or a.batch < a.world_size or a.batch % a.world_size:
         ap.error(f"--world-size {a.world_size}, --steps {a.steps}, --threads {a.threads}, --batch {a.batch}: "
@@ -131,7 +135,8 @@ def main(argv=None):
         return 1
     # the children inherit this environment: their emulated kernels use a.threads threads each
     os.environ["PYCONVTBC_NUM_THREADS"] = str(a.threads)
-    torch.multiprocessing.spawn(worker, args=(a.world_size, free_port(), a), nprocs=a.world_size, join=True)
+    torch.multiprocessing.start_processes(worker, args=(a.world_size, free_port(), a), nprocs=a.world_size,
+                                          join=True, start_method=a.start_method)
     return 0
 
 

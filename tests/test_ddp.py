@@ -72,9 +72,13 @@ def ddp_run(tmp_path_factory):
     env["PYTHONPATH"] = os.pathsep.join([str(probe), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
                                                                    else []))
     env["PYCONVTBC_TEST_THREAD_LOG"] = str(log)
+    # fork where the platform has it: the workers then do not import torch again (half the time of spawn, the
+    # example's default); what is compared does not depend on how the processes start
+    import multiprocessing
+    start = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     r = subprocess.run([sys.executable, str(SCRIPT), "--world-size", "2", "--steps", "2", "--threads", "1",
-                        "--cube", "USE_HF32", "--dump", str(dump)], cwd=tmp, env=env, capture_output=True, text=True,
-                       timeout=600)
+                        "--cube", "USE_HF32", "--dump", str(dump), "--start-method", start], cwd=tmp, env=env,
+                       capture_output=True, text=True, timeout=600)
     if r.returncode != 0 and ("gloo" in r.stderr.lower() and "not available" in r.stderr.lower()):
         pytest.skip(f"gloo cannot run here: {r.stderr[-500:]}")
     assert r.returncode == 0, r.stderr[-4000:]
