@@ -6,8 +6,9 @@
 A study or training run that outgrows one process uses torch.distributed, as any PyTorch model does: the model
 (two ``pyconvtbc.torch.ConvTBC`` layers, both passes emulated) is wrapped in ``DistributedDataParallel``; each
 of ``--world-size`` processes on this machine (``torch.multiprocessing``, spawned unless ``--start-method``
-says otherwise; the gloo backend; a free local port) takes its share of every batch, and DDP averages the gradients with an all-reduce before each optimiser
-step.  Every process starts from the same weights (seed 0) and draws the same global batch (seeded by the step).
+says otherwise; the gloo backend; a free local port) takes its share of every batch, and DDP averages the
+gradients with an all-reduce before each optimiser step.  Every process starts from the same weights (seed 0)
+and draws the same global batch (seeded by the step).
 
 Threads: each process's emulated kernels use ``--threads`` threads (set through ``$PYCONVTBC_NUM_THREADS`` in
 the children's environment; the ``num_threads=`` emulation keyword of ``ConvTBC`` does the same per layer), and
