@@ -82,6 +82,7 @@ BLOCKS = {
     "modes": ("cli", "study --shape 16,4,16,16,3,1 --soc all --grads gi,gw --out study_out",
               {"study_out/plots/study_error_by_mode.png": "study_error_by_mode.png",
                "study_out/plots/study_ulp_hist_gradWeight.png": "study_ulp_hist_gradWeight.png"}, ("matplotlib",)),
+    "forward": ("cli", "study --shape 16,4,16,16,3,1 --input-dtype all --grads output", {}, ()),
     "api": ("python", _API_CODE, {}, ()),
     "hf32": ("cli", "study --shape 16,4,16,16,3,1 --cube USE_HF32 --hf32-rounding all --hf32-mantissa-bits 10,11 "
                     "--grads gi,gw", {}, ()),
@@ -114,12 +115,19 @@ BLOCKS = {
     "layer_window": ("cli", "study window --data layers.pt --cube KEEP_DTYPE --grad-weight-dtype "
                             "hifloat8,float8_e4m3fn --exponents=-4:28 --out layer_window",
                      {"layer_window/plots/window_window.png": "layer_window.png"}, ("torch", "matplotlib")),
+    "train_modes": ("cli", "study train --steps 200 --out train_out",
+                    {"train_out/plots/train_loss.png": "train_loss.png"}, ("torch", "matplotlib")),
     "train": ("script", "examples/train_tiny_convtbc.py --out train_tiny_convtbc.png",
               {"train_tiny_convtbc.png": "train_tiny_convtbc.png"}, ("torch", "matplotlib")),
 }
-# Blocks whose output holds timings: compared with every "(N.N s)" and "total N.N s" masked.
-_TIMED = ("train",)
-_TIME = re.compile(r"\b\d+\.\d s\b")
+# Blocks whose output holds timings: compared with every time ("1.8 s", "12.3 ms") and time ratio ("1.7x")
+# masked, and runs of spaces (a table's alignment) collapsed.
+_TIMED = ("train_modes", "train")
+_TIME = re.compile(r"\b\d+\.\d (?:s|ms)\b|\b\d+\.\dx\b")
+
+
+def _mask_times(text):
+    return re.sub(r" +", " ", _TIME.sub("N.N", text))
 
 _BEGIN = re.compile(r"^<!-- generated: (\w+) -->$", re.M)
 
@@ -235,7 +243,7 @@ def check(names=None):  # noqa: D401
     blocks, skipped = render(names, draw=False)
     diffs = []
     for name, body in blocks.items():
-        mask = (lambda t: _TIME.sub("N.N s", t)) if name in _TIMED else (lambda t: t)
+        mask = _mask_times if name in _TIMED else (lambda t: t)
         if mask(body) != mask(current[name]):
             diffs.append("".join(difflib.unified_diff(current[name].splitlines(True), body.splitlines(True),
                                                       f"docs/studies.md [{name}]", f"now [{name}]")))

@@ -1,13 +1,15 @@
-"""Train a tiny ConvTBC model under four emulated NPU backward modes and plot the loss curves side by side.
+"""Train a tiny ConvTBC model under four emulated NPU modes and plot the loss curves side by side.
 
     python examples/train_tiny_convtbc.py [--steps 300] [--out FILE.png | --doc-figure]
 
 The plot goes to FILE.png, by default to a folder under the system's temporary directory (never a file the
 repository tracks); ``--doc-figure`` regenerates the repository's figure docs/img/train_tiny_convtbc.png.
 
-The forward pass is torch.conv_tbc; the backward pass is pyconvtbc's emulation of aclnnConvTbcBackward in
-one of: KEEP_DTYPE (fp32), USE_HF32, USE_FP16, and KEEP_DTYPE with a HIFLOAT8 gradWeight.  Every run starts
-from the same weights and sees the same batches, so the curves differ only by the backward's precision.
+Both passes of each ConvTBC layer run through pyconvtbc (the forward aclnnConvTbc, the backward
+aclnnConvTbcBackward) in one of: KEEP_DTYPE (fp32), USE_HF32, USE_FP16, and KEEP_DTYPE with a HIFLOAT8
+gradWeight.  Every run starts from the same weights and sees the same batches, so the curves differ only by the
+emulated precision.  ``python -m pyconvtbc study train`` is the larger workflow (a fairseq-style language model,
+torch's fp32 run as the reference, time per step).
 Needs torch (pip install 'pyconvtbc[torch]'); the plot needs matplotlib ('pyconvtbc[plot]').
 """
 import argparse

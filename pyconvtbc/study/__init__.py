@@ -7,6 +7,11 @@ Four studies over one grid of emulation modes, each measured against an exact (f
                               overflows, with the error inside that window (``study window``)
 * ``reduction_order_spread``  run-to-run spread from the fp32 accumulation order (``study spread``)
 * ``error_growth``            error against the reduction length, sweeping T (or another size) (``study growth``)
+* ``train_modes``             a small ConvTBC model trained in each mode: loss curves, time per step
+                              (``study train``; needs torch)
+
+Besides the gradients, ``grads=["output"]`` (``--grads output``) measures the forward's result (aclnnConvTbc's
+out, reduction length K*Cin) in ``run_study`` and ``error_growth``.
 
 A *cell* of the grid is one choice of input dtype x cubeMathType x SoC profile x gradWeight dtype x HF32
 rounding / mantissa width x HiFloat8 rounding x saturation.  Axes that cannot change a cell's result are
@@ -57,15 +62,17 @@ from .magnitudes import magnitude_profile
 from .metrics import error_metrics, format_limits, ulp_errors
 from .modes import run_study
 from .progress import _Progress
-from .reference import reference_gradients
+from .reference import reference_forward, reference_gradients
 from .report import StudyResult
 from .repeat import mean_interval
 from .spread import permuted_gradients, reduction_order_spread
+from .train import TRAIN_MODES, TrainResult, train_modes
 from .window import scale_window
 
 __all__ = [
     "Shape", "Cell", "Grid", "StudyResult", "GRADS", "DISTRIBUTIONS",
-    "make_data", "load_npz", "load_data", "reference_gradients", "ulp_errors", "error_metrics", "format_limits",
+    "make_data", "load_npz", "load_data", "reference_gradients", "reference_forward", "ulp_errors", "error_metrics",
+    "format_limits",
     "magnitude_profile", "mean_interval", "permuted_gradients", "run_study", "reduction_order_spread",
-    "error_growth", "scale_window", "capture", "cli",
+    "error_growth", "scale_window", "capture", "cli", "train_modes", "TrainResult", "TRAIN_MODES",
 ]

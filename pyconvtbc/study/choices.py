@@ -29,8 +29,11 @@ HF32_ROUNDINGS = tuple(_HF32)
 HIF8_ROUNDINGS = tuple(_HIF8)
 SOCS = tuple(PROFILES)
 GRADS = ("gradInput", "gradWeight", "gradBias")
+# What a study can measure: the backward's three gradients and the forward's result (aclnnConvTbc's out).
+FORWARD = "output"
+MEASURED = GRADS + (FORWARD,)
 _GRAD_ALIASES = {"gi": "gradInput", "grad_input": "gradInput", "gw": "gradWeight", "grad_weight": "gradWeight",
-                 "gb": "gradBias", "grad_bias": "gradBias"}
+                 "gb": "gradBias", "grad_bias": "gradBias", "out": FORWARD, "forward": FORWARD, "fwd": FORWARD}
 DISTRIBUTIONS = ("normal", "uniform", "lognormal")
 REFERENCES = ("inputs", "source")
 _COMPUTE_BY_NAME = {v: k for k, v in COMPUTE_NAMES.items()}
@@ -152,7 +155,8 @@ def _norm_permutations(permutations, argname="permutations"):
 
 
 def _norm_grads(grads, argname="grads"):
-    return _uniq(_normalise(argname, g, GRADS, _GRAD_ALIASES, what="gradient") for g in _as_list(argname, grads))
+    return _uniq(_normalise(argname, g, MEASURED, _GRAD_ALIASES, what="gradient (or output)")
+                 for g in _as_list(argname, grads))
 
 
 def _norm_distribution(dist, argname="distribution"):

@@ -30,8 +30,9 @@ examples:
   python -m pyconvtbc study --cube KEEP_DTYPE --grad-weight-dtype hifloat8 --scale 1,amax --magnitudes
   python -m pyconvtbc study window --cube KEEP_DTYPE --grad-weight-dtype hifloat8,float8_e4m3fn
   python -m pyconvtbc study --data layers.pt --grad-weight-dtype float8_e4m3fn --scale 1,amax
+  python -m pyconvtbc study train --steps 200 --modes torch,KEEP_DTYPE,USE_HF32,bf16
 Lists are comma-separated; 'all' takes every value of an axis.  Options of each sub-command:
-  python -m pyconvtbc study {modes,spread,growth,window} --help     (docs/studies.md: the workflows)"""
+  python -m pyconvtbc study {modes,spread,growth,window,train} --help     (docs/studies.md: the workflows)"""
 
 
 def _split(argname, text, all_values):
@@ -82,7 +83,8 @@ def _parser():
                    help="k0 (the compute precision's) or integers 1..64: products per cube step")
     m = common.add_argument_group("measurement")
     m.add_argument("--grads", default=None, metavar="LIST",
-                   help="gradInput,gradWeight,gradBias (or gi,gw,gb); default all (spread: gi,gw)")
+                   help="gradInput,gradWeight,gradBias (or gi,gw,gb) and output (or out: the forward's result); "
+                        "default the three gradients (spread: gi,gw)")
     m.add_argument("--reference", default="inputs", metavar="WHICH",
                    help="inputs: float64 of the operator's inputs (default); source: of the data before the "
                         "cast to the input dtype")
@@ -108,7 +110,7 @@ def _parser():
                     "against a float64 reference (max abs / rel error, relative Frobenius error, ULP error in the "
                     "output format, overflow / underflow / NaN / Inf counts).  Sub-commands: modes (default), "
                     "spread, growth, window.", epilog=_EPILOG)
-    sub = top.add_subparsers(dest="command", metavar="{modes,spread,growth,window}")
+    sub = top.add_subparsers(dest="command", metavar="{modes,spread,growth,window,train}")
     sub.add_parser("modes", parents=[common], help="per-mode error table (the default)",
                    description="Per-mode error table over the grid.", epilog=_EPILOG,
                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,7 +138,90 @@ def _parser():
                     help="exponents e of the scales 2^e: LO:HI (every integer) or a list, written "
                          "--exponents=LO:HI when LO is negative; default -32:32")
     wi.add_argument("--threshold", default="0.01", help="largest overflow / sub-normal fraction (default 0.01)")
+    sub.add_parser("train", add_help=False, help="train a small ConvTBC model in each mode: loss curves, time per "
+                   "step (needs torch; python -m pyconvtbc study train --help)")
     return top
+
+
+def _train_parser():
+    from .train import DEFAULT_TRAIN_MODES, TRAIN_MODES
+    p = argparse.ArgumentParser(
+        prog="python -m pyconvtbc study train", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train a small fairseq-style ConvTBC language model (embedding, causal ConvTBC layers with GLU "
+                    "and residuals, linear output) on a synthetic next-token task for N steps in each mode, from the "
+                    "same initial weights on the same batches, and report the loss curves against torch's fp32 run "
+                    "and the time per step.  Needs torch.",
+        epilog="modes:\n" + "\n".join(f"  {k:26s} {v[2]}" for k, v in TRAIN_MODES.items()))
+    p.add_argument("--modes", default=",".join(DEFAULT_TRAIN_MODES), metavar="LIST",
+                   help=f"comma-separated, or 'all' (default {','.join(DEFAULT_TRAIN_MODES)})")
+    p.add_argument("--steps", type=int, default=200, help="training steps per mode (default 200)")
+    p.add_argument("--batch", type=int, default=16, help="sequences per batch (default 16)")
+    p.add_argument("--length", type=int, default=32, help="tokens predicted per sequence, T (default 32)")
+    p.add_argument("--vocab", type=int, default=16, help="vocabulary size (default 16)")
+    p.add_argument("--dim", type=int, default=32, help="embedding / channel width (default 32)")
+    p.add_argument("--kernel", type=int, default=3, help="ConvTBC kernel size K (default 3)")
+    p.add_argument("--layers", type=int, default=2, help="ConvTBC layers (default 2)")
+    p.add_argument("--noise", type=float, default=0.1, help="share of random tokens in the data (default 0.1)")
+    p.add_argument("--lr", type=float, default=0.5, help="SGD learning rate (default 0.5)")
+    p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0)")
+    p.add_argument("--soc", default=None, help="the emulated chip (default: $PYCONVTBC_SOC_VERSION, else ascend910b)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data and the initial weights (default 0)")
+    p.add_argument("--threads", type=int, default=1, help="the emulated kernels' threads (default 1)")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch's intra-op threads during the run (default 1; restored afterwards)")
+    p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--out", metavar="DIR", help="write <prefix>.csv (every step), .json and plots/<prefix>_loss.png")
+    p.add_argument("--prefix", default=None, help="file name prefix (default: train)")
+    p.add_argument("--no-plots", action="store_true", help="do not write the PNG plot")
+    return p
+
+
+def _train_cli(argv):
+    """``python -m pyconvtbc study train [options]``: 0 on success, 2 on a usage error."""
+    from .train import TRAIN_MODES, train_modes
+    try:
+        a = _train_parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        if a.torch_threads < 1:
+            raise ValueError(f"--torch-threads: {a.torch_threads}; expected an integer >= 1")
+        if a.prefix is not None:
+            _check_prefix(a.prefix, "--prefix")
+        try:
+            import torch
+        except ImportError:
+            raise ValueError("train needs PyTorch: pip install 'pyconvtbc[torch]'") from None
+        if a.out:
+            _check_out(a.out)
+        modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
+        keep = torch.get_num_threads()
+        torch.set_num_threads(a.torch_threads)
+        try:
+            res = train_modes(modes, steps=a.steps, batch=a.batch, length=a.length, vocab=a.vocab, dim=a.dim,
+                              kernel=a.kernel, layers=a.layers, noise=a.noise, lr=a.lr, clip=a.clip, soc=a.soc,
+                              num_threads=a.threads, seed=a.seed)
+        finally:
+            torch.set_num_threads(keep)
+    except (ValueError, OSError) as e:
+        msg = str(e)
+        for k in ("modes", "steps", "batch", "length", "vocab", "dim", "kernel", "layers", "noise", "lr", "clip",
+                  "soc", "seed"):
+            if msg.startswith(f"{k}:"):
+                msg = "--" + msg
+                break
+        msg = msg.replace("num_threads:", "--threads:", 1) if msg.startswith("num_threads:") else msg
+        print(f"study train: error: {msg}", file=sys.stderr)
+        return 2
+    res.meta["torch_threads"] = a.torch_threads
+    print(res.table(markdown=a.markdown))
+    if a.out:
+        made = res.save(a.out, a.prefix, plots=not a.no_plots)
+        files = [made["csv"], made["json"]] + made["plots"]
+        print(f"\nwrote {len(files)} files to {a.out}: " + ", ".join(os.path.relpath(f, a.out) for f in files))
+        if not a.no_plots and not made["plots"]:
+            print("(plot skipped: matplotlib is not installed; pip install 'pyconvtbc[plot]')")
+    return 0
 
 
 # The option of each grid axis (its value: a comma-separated list, or 'all').
@@ -200,6 +285,8 @@ def cli(argv=None):
     """``python -m pyconvtbc study [modes|spread|growth|window] [options]``; returns the exit status (0 on
     success, 2 on a usage error)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "train":
+        return _train_cli(argv[1:])
     if not argv or argv[0] not in _COMMANDS + ("-h", "--help"):
         argv = ["modes"] + argv
     try:

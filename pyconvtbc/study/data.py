@@ -11,7 +11,7 @@ import numpy as np
 from .. import formats as _reg
 from .choices import (GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution, _norm_scale,
                       _norm_scale_rule, _uniq)
-from .reference import reference_gradients
+from .reference import reference_forward, reference_gradients
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,10 @@ class Shape:
         return self.T + 2 * self.pad - self.K + 1
 
     def reduction_length(self, grad):
-        """Terms summed per output element: K*Cout (gradInput), B*T_out (gradWeight and gradBias)."""
+        """Terms summed per output element: K*Cout (gradInput), B*T_out (gradWeight and gradBias), K*Cin (the
+        forward's output)."""
+        if grad == "output":
+            return self.K * self.Cin
         return self.K * self.Cout if grad == "gradInput" else self.B * self.T_out
 
     @property
@@ -333,6 +336,16 @@ class _Problem:
             with np.errstate(invalid="ignore", over="ignore"):
                 self._cache[key] = dict(zip(GRADS, reference_gradients(src["grad_output"], src["input"],
                                                                        src["weight"], self.shape.pad)))
+        return self._cache[key]
+
+    def forward_reference(self, dtype, which):
+        """float64 output of the forward (``reference_forward``) from the operator's inputs ('inputs': input,
+        weight and bias in the input dtype) or from the source data ('source'); grad_output plays no part."""
+        key = ("fwd", dtype if which == "inputs" else None)
+        if key not in self._cache:
+            src = self.inputs(dtype) if which == "inputs" else self.source
+            with np.errstate(invalid="ignore", over="ignore"):
+                self._cache[key] = reference_forward(src["input"], src["weight"], src["bias"], self.shape.pad)
         return self._cache[key]
 
     def context(self):

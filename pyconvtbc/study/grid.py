@@ -42,6 +42,14 @@ class Cell:
             kw["block_size"] = self.block_size
         return kw
 
+    def forward_kwargs(self, num_threads=None):
+        """Keywords for ``pyconvtbc.conv_tbc`` (the forward): the backward's, less those of the backward only
+        (gradWeight dtype, determinism; the forward is always deterministic)."""
+        kw = self.kwargs(True, num_threads)
+        for k in ("grad_weight_dtype", "deterministic"):
+            kw.pop(k)
+        return kw
+
     @property
     def what_if(self):
         """True for an HF32 width the chips do not have (run by pre-rounding the operands, see ``_run_cell``)."""

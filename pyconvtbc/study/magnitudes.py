@@ -52,7 +52,8 @@ def magnitude_rows(problems, cells, grads, reference):
             mine = [c for c in cells if c.input_dtype == dt]
             tensors = [(t, x[t], sorted({_COMPUTE_FORMAT[c.compute] for c in mine if c.compute in _COMPUTE_FORMAT}
                                         or {dt})) for t in OPERANDS]
-            tensors += [(g, ref[g], sorted({c.out_format(g) for c in mine})) for g in grads]
+            tensors += [(g, p.forward_reference(dt, reference) if g == "output" else ref[g],
+                         sorted({c.out_format(g) for c in mine})) for g in grads]
             for name, arr, fmts in tensors:
                 for f in fmts:
                     rows.append({**p.context(), "input_dtype": dt, "tensor": name, "format": f,

@@ -27,3 +27,21 @@ def reference_gradients(grad_output, input, weight, pad=0):
         gw[k] = xv.T @ d
     gb = dy.reshape(-1, Cout).sum(axis=0)
     return gi, gw, gb
+
+
+def reference_forward(input, weight, bias, pad=0):
+    """float64 output of conv_tbc's forward: out[t,b,co] = bias[co] + sum_k sum_ci input[t+k-pad,b,ci] *
+    weight[k,ci,co], input zero outside [0, T)."""
+    x = np.asarray(input, dtype=np.float64)
+    w = np.asarray(weight, dtype=np.float64)
+    b = np.asarray(bias, dtype=np.float64)
+    T, B, Cin = x.shape
+    K, _, Cout = w.shape
+    T_out = T + 2 * pad - K + 1
+    out = np.broadcast_to(b, (max(T_out, 0), B, Cout)).copy()
+    for k in range(K):
+        s0, s1 = max(0, pad - k), min(T_out, T + pad - k)      # out index s reads input s + k - pad
+        if s1 <= s0:
+            continue
+        out[s0:s1] += (x[s0 + k - pad:s1 + k - pad].reshape(-1, Cin) @ w[k]).reshape(s1 - s0, B, Cout)
+    return out

@@ -12,7 +12,7 @@ from .data import Shape, _problems
 from .grid import _as_grid
 from .metrics import _SPREAD_KEYS, _fmt_name, _spread_stats
 from .report import StudyResult
-from .sweep import _check_common, _meta, _sweep
+from .sweep import _check_common, _meta, _no_forward, _sweep
 
 
 def _round_to_compute(a32, compute, bits, rounding):
@@ -158,6 +158,7 @@ def reduction_order_spread(shapes=None, grid=None, *, permutations=20, determini
     """
     grid = _as_grid(grid)
     grads, reference, _ = _check_common(grads, reference, True)
+    _no_forward(grads, "the forward has one accumulation order (always deterministic), so no spread")
     _norm_permutations(permutations)
     deterministic = _norm_bool("deterministic", deterministic)
     source = _normalise("source", source, ORDER_SOURCES, what="order source")

@@ -7,10 +7,11 @@ from dataclasses import asdict
 
 import numpy as np
 
+from .._op_conv_tbc import conv_tbc as conv_tbc_forward
 from ..api import conv_tbc_backward
 from ..codecs import round_to_hf32
 from ..status import AclnnError
-from .choices import CUBE_MATH_TYPES, GRADS, REFERENCES, _norm_bool, _norm_grads, _normalise
+from .choices import CUBE_MATH_TYPES, FORWARD, GRADS, REFERENCES, _norm_bool, _norm_grads, _normalise
 from .metrics import _METRIC_KEYS, error_metrics, format_limits
 from .progress import _Progress
 
@@ -56,6 +57,18 @@ def _run_cell(x, pad, cell, deterministic, num_threads, order_seed=None):
     return gi, gw, gb
 
 
+def _run_forward(x, pad, cell, num_threads):
+    """The forward's output for one cell; an HF32 width beyond the chips runs as FP32 (KEEP_DTYPE) on input and
+    weight rounded to that width first (the bias is never HF32-rounded, as in the operator)."""
+    kw = cell.forward_kwargs(num_threads)
+    xi, w = x["input"], x["weight"]
+    if cell.what_if:
+        kw.update(cube_math_type=CUBE_MATH_TYPES["KEEP_DTYPE"], hf32_mantissa_bits=None)
+        rnd = dict(mantissa_bits=cell.hf32_mantissa_bits, rounding=cell.hf32_rounding)
+        xi, w = round_to_hf32(xi, **rnd), round_to_hf32(w, **rnd)
+    return conv_tbc_forward(xi, w, x["bias"], pad, **kw)
+
+
 def _measure(problem, cell, grads, reference, deterministic, num_threads, rng, dy_scale=None):
     """Rows (one per gradient) for one cell on one problem, plus ULP samples for the histograms.
 
@@ -68,13 +81,18 @@ def _measure(problem, cell, grads, reference, deterministic, num_threads, rng, d
     base = {**problem.context(), **asdict(cell), "dy_scale": dy_scale}
     x = problem.scaled_inputs(cell.input_dtype, dy_scale)
     rows, samples = [], []
-    try:
-        outs = _run_cell(x, problem.shape.pad, cell, deterministic, num_threads)
-        status, message = 0, ""
-    except AclnnError as e:
-        outs, status, message = None, e.status, str(e.message)
-    ref = problem.reference(cell.input_dtype, reference, dy_scale)
+    results = {}                 # "backward" / "forward": (outputs or None, status, message)
+    for kind, wanted, run in (("backward", any(g in GRADS for g in grads),
+                               lambda: _run_cell(x, problem.shape.pad, cell, deterministic, num_threads)),
+                              ("forward", FORWARD in grads, lambda: _run_forward(x, problem.shape.pad, cell,
+                                                                                  num_threads))):
+        if wanted:
+            try:
+                results[kind] = (run(), 0, "")
+            except AclnnError as e:
+                results[kind] = (None, e.status, str(e.message))
     for g in grads:
+        outs, status, message = results["forward" if g == FORWARD else "backward"]
         row = dict(base)
         row.update(grad=g, out_format=cell.out_format(g), reduction_length=problem.shape.reduction_length(g),
                    status=status, message=message)
@@ -82,8 +100,14 @@ def _measure(problem, cell, grads, reference, deterministic, num_threads, rng, d
             row.update(dict.fromkeys(_METRIC_KEYS))
             samples.append(None)
         else:
-            m, ulps = error_metrics(outs[GRADS.index(g)], ref[g], row["out_format"], return_ulps=True)
-            if m["max_abs"] is not None:
+            if g == FORWARD:      # grad_output (and its scale) plays no part in the forward
+                m, ulps = error_metrics(outs, problem.forward_reference(cell.input_dtype, reference),
+                                        row["out_format"], return_ulps=True)
+            else:
+                m, ulps = error_metrics(outs[GRADS.index(g)], problem.reference(cell.input_dtype, reference,
+                                                                                 dy_scale)[g],
+                                        row["out_format"], return_ulps=True)
+            if m["max_abs"] is not None and g != FORWARD:
                 m["max_abs"] /= dy_scale
             row.update(m)
             if ulps.size > _SAMPLE_MAX:
@@ -122,6 +146,12 @@ def _meta(kind, grid, problems, grads, reference, deterministic, **extra):
             "grid": {k: list(v) for k, v in asdict(grid).items()},
             "problems": [p.context() for p in problems], "grads": list(grads), "reference": reference,
             "reference_text": ref_text, "deterministic": deterministic, **extra}
+
+
+def _no_forward(grads, why):
+    """ValueError when ``grads`` asks for the forward's output in a study that cannot measure it (``why``)."""
+    if FORWARD in grads:
+        raise ValueError(f"grads: {FORWARD!r}: {why}; expected gradInput, gradWeight or gradBias")
 
 
 def _check_common(grads, reference, deterministic):

@@ -11,7 +11,7 @@ from .data import _problems
 from .grid import _as_grid
 from .progress import _Progress
 from .report import StudyResult
-from .sweep import _check_common, _measure, _meta
+from .sweep import _check_common, _measure, _meta, _no_forward
 
 DEFAULT_EXPONENTS = tuple(range(-32, 33))
 
@@ -51,6 +51,7 @@ def scale_window(shapes=None, grid=None, *, exponents=DEFAULT_EXPONENTS, thresho
     """
     grid = _as_grid(grid)
     grads, reference, deterministic = _check_common(grads, reference, deterministic)
+    _no_forward(grads, "the forward does not read grad_output, whose scale the window sweeps")
     exps = _norm_exponents(exponents)
     thr = _norm_threshold(threshold)
     problems = _problems(shapes, npz, distribution, [1.0], seed, pad, data)
