@@ -356,11 +356,9 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
 def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads, hif8_inputs, hf32_rounding,
                      hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size):
     """Validate and plan one NumPy call (raising AclnnError); returns the plan and the arrays to read."""
-    if not isinstance(hif8_inputs, (bool, np.bool_)):
-        FORWARD.numpy_error(INVALID, f"hif8_inputs is {safe_repr(hif8_inputs)}; expected True or False")
     descs = {n: nl.as_input(a) for n, a in zip(INPUTS, (input, weight, bias))}
     hif8 = int(DT.ACL_HIFLOAT8)
-    if hif8_inputs:
+    if hif8_inputs is True or isinstance(hif8_inputs, np.bool_) and hif8_inputs:
         for n in ("self", "weight"):
             d = descs[n]
             if isinstance(d, nl.ArrayDesc) and d.array.dtype == np.uint8:
@@ -375,6 +373,8 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
     profile = nl.profile_for(FORWARD, soc)
 
     def hif8_rule():           # runs first among the data-type rules
+        if not isinstance(hif8_inputs, (bool, np.bool_)):
+            raise Invalid(INVALID, f"hif8_inputs is {safe_repr(hif8_inputs)}; expected True or False")
         if not hif8_inputs:
             return
         if not profile.eight_bit_operands:
