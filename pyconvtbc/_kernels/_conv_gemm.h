@@ -833,12 +833,45 @@ CT_I256 void ct_gw_body_256(const int M, const int NV, int64_t n, int64_t kc, co
     }
 }
 
+/* gw: M (<= 3) ci x 32 co (a whole DY panel): 12 independent chains (4 x 16 has 8, too few to hide the FMA
+ * latency on two FMA pipes), 4 loads and 3 broadcasts per row */
+CT_I256 void ct_gw_body32_256(const int M, int64_t kc, const float *A, int64_t lda, const float *B, int64_t ldb,
+                              float *C, int64_t ldc) {
+    __m256 acc[3][4];
+    _Pragma("GCC unroll 3") for (int i = 0; i < M; i++)
+        for (int v = 0; v < 4; v++) acc[i][v] = _mm256_loadu_ps(C + i * ldc + 8 * v);
+    for (int64_t p = 0; p < kc; p++) {
+        __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
+        __m256 b2 = _mm256_loadu_ps(B + 16), b3 = _mm256_loadu_ps(B + 24);
+        _Pragma("GCC unroll 3") for (int i = 0; i < M; i++) {
+            __m256 a = _mm256_broadcast_ss(A + i);
+            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+            acc[i][2] = _mm256_fmadd_ps(a, b2, acc[i][2]);
+            acc[i][3] = _mm256_fmadd_ps(a, b3, acc[i][3]);
+        }
+        A += lda; B += ldb;
+    }
+    _Pragma("GCC unroll 3") for (int i = 0; i < M; i++)
+        for (int v = 0; v < 4; v++) _mm256_storeu_ps(C + i * ldc + 8 * v, acc[i][v]);
+}
+
 #define CT_GW256_CASE(MM) \
     case MM: { if (nv == 2) ct_gw_body_256(MM, 2, nn, kc, A + i0, lda, B + j0, ldb, C + i0 * ldc + j0, ldc); \
                else ct_gw_body_256(MM, 1, nn, kc, A + i0, lda, B + j0, ldb, C + i0 * ldc + j0, ldc); } break;
 
 static CT_T256 void ct_gw_ukr_256(int64_t m, int64_t n, int64_t kc, const float *A, int64_t lda, const float *B,
                                   int64_t ldb, float *C, int64_t ldc) {
+    if (n == CT_PO) {
+        for (int64_t i0 = 0; i0 < m; i0 += 3) {
+            switch (ct_min(3, m - i0)) {
+                case 3: ct_gw_body32_256(3, kc, A + i0, lda, B, ldb, C + i0 * ldc, ldc); break;
+                case 2: ct_gw_body32_256(2, kc, A + i0, lda, B, ldb, C + i0 * ldc, ldc); break;
+                default: ct_gw_body32_256(1, kc, A + i0, lda, B, ldb, C + i0 * ldc, ldc); break;
+            }
+        }
+        return;
+    }
     for (int64_t i0 = 0; i0 < m; i0 += 4) {
         int64_t mm = ct_min(4, m - i0);
         for (int64_t j0 = 0; j0 < n; j0 += 16) {
