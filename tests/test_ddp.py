@@ -70,8 +70,9 @@ def ddp_run(tmp_path_factory):
     log.mkdir()
     (probe / "sitecustomize.py").write_text(_PROBE)
     env = {k: v for k, v in os.environ.items() if k not in ("PYCONVTBC_NUM_THREADS", "OMP_NUM_THREADS")}
-    env["PYTHONPATH"] = os.pathsep.join([str(probe), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
-                                                                   else []))
+    # the probe only: pyconvtbc is the one the tests import (editable or installed), never the source tree itself
+    # (an unbuilt tree shadows an installed wheel)
+    env["PYTHONPATH"] = os.pathsep.join([str(probe)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYCONVTBC_TEST_THREAD_LOG"] = str(log)
     # fork where the platform has it: the workers then do not import torch again (half the time of spawn, the
     # example's default); what is compared does not depend on how the processes start
