@@ -43,14 +43,10 @@ def worker_forms():
 
 
 def _spawn(role):
-    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", role], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    return _run.spawn(__file__, role)
 
 
-def _ask(proc, req):
-    proc.stdin.write(json.dumps(req) + "\n")
-    proc.stdin.flush()
-    return json.loads(proc.stdout.readline())
+_ask = _run.ask
 
 
 def main(argv=None):

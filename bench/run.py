@@ -141,18 +141,28 @@ def worker_sgemm():
 # --------------------------------------------------------------------------------------------------------
 # orchestration
 # --------------------------------------------------------------------------------------------------------
+def spawn(script, role, env=None):
+    """A worker process: ``script --worker role``, one JSON request per line in, one JSON answer per line out."""
+    return subprocess.Popen([sys.executable, os.path.abspath(script), "--worker", role], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+
+
+def ask(proc, req):
+    """Send one request to a worker and read its answer."""
+    proc.stdin.write(json.dumps(req) + "\n")
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError("benchmark worker died")
+    return json.loads(line)
+
+
 class Peer:
     def __init__(self, kind, env):
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", kind],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.p = spawn(__file__, kind, env)
 
     def time(self, case, reps):
-        self.p.stdin.write(json.dumps({"case": case.__dict__, "reps": reps}) + "\n")
-        self.p.stdin.flush()
-        line = self.p.stdout.readline()
-        if not line:
-            raise RuntimeError("benchmark worker died")
-        return json.loads(line)
+        return ask(self.p, {"case": case.__dict__, "reps": reps})
 
     def close(self):
         self.p.stdin.close()
