@@ -191,8 +191,7 @@ class ConvTbc(_twophase.Operator):
         address, size = aligned_workspace(plan, ws_address, ws_size)
         staged = None
         if plan.extra.staging:                 # out is not contiguous: the kernel writes a staging copy
-            at = (address + kernel + WS_ALIGN - 1) // WS_ALIGN * WS_ALIGN if address else \
-                (ws_address + WS_ALIGN - 1) // WS_ALIGN * WS_ALIGN
+            at = (address + kernel + WS_ALIGN - 1) // WS_ALIGN * WS_ALIGN    # after the kernel's part
             staged = _view_at((at, shape.B * shape.Cout, shape.Cout, 1, plan.dtypes[0]),
                               (shape.T_out, shape.B, shape.Cout), element_strides=True)
             out = (at, plan.dtypes[0])
@@ -220,25 +219,23 @@ def _out_dtype(code):
     return np.dtype(np.uint8) if code in EIGHT_BIT_OPERANDS else NUMPY_DTYPE[code]
 
 
-def _kernel_mode(plan):
-    """The kernel's mode tuple: the plan's, with the output's pre-rounding (FP16 / BF16 compute) last."""
-    m = plan.mode
-    pre = m.compute if m.compute in (COMPUTE_FP16, COMPUTE_BF16) else COMPUTE_FP32
-    return (m.compute, m.hf32_mantissa_bits, m.hf32_rounding, m.hif8_rounding, m.saturate, m.accumulation, m.k0,
-            pre)
+def _kernel_mode(mode):
+    """The kernel's mode tuple: a ``Mode``'s first seven fields, then the rounding of the fp32 sums before the
+    output cast (the compute precision when it is FP16 / BF16, else none) in place of the gradient layout."""
+    pre = mode.compute if mode.compute in (COMPUTE_FP16, COMPUTE_BF16) else COMPUTE_FP32
+    return tuple(mode)[:7] + (pre,)
 
 
 def _kernel_bytes(shape, mode, self_dtype, num_threads):
-    pre = mode.compute if mode.compute in (COMPUTE_FP16, COMPUTE_BF16) else COMPUTE_FP32
-    kmode = tuple(mode)[:7] + (pre,)
-    return int(_conv_tbc.forward_workspace_size(tuple(shape), kmode, int(self_dtype), int(num_threads)))
+    return int(_conv_tbc.forward_workspace_size(tuple(shape), _kernel_mode(mode), int(self_dtype),
+                                                int(num_threads)))
 
 
 def _run(plan, x, w, start, out, ws_address, ws_size, cancel):
     """Call the kernel: x, w (address, byte strides..., dtype), start the fp32 bias values, out (address,
     dtype) of a C-contiguous output, the aligned kernel workspace."""
     b = start.__array_interface__["data"][0] if start.size else 0
-    _conv_tbc.run_forward(x, w, b, out, plan.kernel_shape, _kernel_mode(plan), ws_address, ws_size,
+    _conv_tbc.run_forward(x, w, b, out, plan.kernel_shape, _kernel_mode(plan.mode), ws_address, ws_size,
                           plan.num_threads, cancel)
 
 
