@@ -17,9 +17,9 @@ from . import _twophase
 from . import formats as _reg
 from ._handoff import Problem, Shape
 from ._kernels import _conv_tbc
-from ._plan import WS_ALIGN, Plan, aligned_workspace
+from ._plan import WS_ALIGN, aligned_workspace
 from ._validation import (FLOATS, INVALID, Invalid, check_cube_math_type, check_descriptors, check_dims_nonnegative,
-                          check_memory, check_pad, check_ranks, dtype_names, dtype_seen, span_overlap)
+                          check_memory, check_pad, check_ranks, dtype_names, dtype_seen)
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, dtype_name, format_name
 from .memory import DevicePtr
 from .formats import K0_8BIT

@@ -32,7 +32,7 @@ import numpy as np
 
 import ml_dtypes
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict
 
 from ._validation import PAD_MAX
 from ._op_conv_tbc import conv_tbc as _np_conv_tbc
