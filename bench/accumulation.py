@@ -14,7 +14,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -42,13 +41,6 @@ def worker_forms():
         print(json.dumps(out), flush=True)
 
 
-def _spawn(role):
-    return _run.spawn(__file__, role)
-
-
-_ask = _run.ask
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -64,36 +56,15 @@ def main(argv=None):
         return _run.worker_torch()
     shapes = FAIRSEQ[:1] if args.quick else FAIRSEQ
     cases = [Case("fairseq", s, "float32", 0, t) for s in shapes for t in (1, 2)]
-    forms, torch_w = _spawn("forms"), None
-    try:
-        import torch  # noqa: F401
-        torch_w = _spawn("torch")
-    except ImportError:
-        pass
     sgemm = {}
     for t in (1, 2):
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(t), OMP_NUM_THREADS=str(t))
         r = subprocess.run([sys.executable, _run.__file__, "--worker", "sgemm", "5"], capture_output=True,
                            text=True, env=env)
         sgemm[t] = json.loads(r.stdout)["gflops"] if r.returncode == 0 else float("nan")
-    results = {c.name: {} for c in cases}
-    for p in range(args.passes):
-        for c in cases:
-            d = c.__dict__
-            got = _ask(forms, {"case": d, "reps": args.reps, "pass": p, "wide": args.wide})
-            for k, v in got.items():
-                results[c.name].setdefault(k, []).append(v)
-            time.sleep(_run.PAUSE_S)
-            if torch_w is not None:
-                tt = _ask(torch_w, {"case": d, "reps": args.reps})["times"]
-                results[c.name].setdefault("torch", []).append(min(tt))
-                time.sleep(_run.PAUSE_S)
-    for w in (forms, torch_w):
-        if w is not None:
-            w.stdin.close()
-            w.wait()
+    results, have_torch = _run.alternate(__file__, "forms", cases, args.passes, args.reps, {"wide": args.wide})
     cols = ["sequential", "cube", "cube_nd"] + (["cube_wide"] if args.wide else []) + \
-        (["torch"] if torch_w is not None else [])
+        (["torch"] if have_torch else [])
     if args.md:
         print(f"SGEMM 2048^3: 1 thread {sgemm[1]:.1f} GFLOP/s, 2 threads {sgemm[2]:.1f} GFLOP/s")
         print("| shape (T,B,Cin,Cout,K,pad) | thr | " + " | ".join(f"{c} ms" for c in cols)

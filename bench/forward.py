@@ -13,7 +13,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -75,13 +74,6 @@ def worker_torch():
         print(json.dumps({"times": times}), flush=True)
 
 
-def _spawn(role):
-    return _run.spawn(__file__, role)
-
-
-_ask = _run.ask
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -96,28 +88,8 @@ def main(argv=None):
         return worker_torch()
     shapes = FAIRSEQ[:1] if args.quick else FAIRSEQ
     cases = [Case("fairseq", s, "float32", 0, t) for s in shapes for t in (1, 2)]
-    modes, torch_w = _spawn("modes"), None
-    try:
-        import torch  # noqa: F401
-        torch_w = _spawn("torch")
-    except ImportError:
-        pass
-    results = {c.name: {} for c in cases}
-    for p in range(args.passes):
-        for c in cases:
-            d = c.__dict__
-            for k, v in _ask(modes, {"case": d, "reps": args.reps, "pass": p}).items():
-                results[c.name].setdefault(k, []).append(v)
-            time.sleep(_run.PAUSE_S)
-            if torch_w is not None:
-                results[c.name].setdefault("torch", []).append(min(_ask(torch_w, {"case": d, "reps": args.reps})
-                                                                   ["times"]))
-                time.sleep(_run.PAUSE_S)
-    for w in (modes, torch_w):
-        if w is not None:
-            w.stdin.close()
-            w.wait()
-    cols = [m[0] for m in MODES] + (["torch"] if torch_w is not None else [])
+    results, have_torch = _run.alternate(__file__, "modes", cases, args.passes, args.reps)
+    cols = [m[0] for m in MODES] + (["torch"] if have_torch else [])
     if args.md:
         print("| shape (T,B,Cin,Cout,K,pad) | thr | " + " | ".join(f"{c} ms" for c in cols)
               + " | torch / fp32 | hf32 / fp32 | use_fp16 / fp32 | fp16 / fp32 | bf16 / fp32 | fp32 GFLOP/s |")

@@ -157,6 +157,34 @@ def ask(proc, req):
     return json.loads(line)
 
 
+def alternate(script, role, cases, passes, reps, extra=None):
+    """The passes of a comparison script: ``script --worker role`` times pyconvtbc's variants (a JSON dict name ->
+    seconds per request) and, when torch is installed, ``script --worker torch`` times torch's call; per pass and
+    case, ours then torch's, with a pause between.  Returns ({case name: {column: [seconds per pass]}}, whether
+    torch ran).  extra: more request fields for our worker."""
+    ours, theirs = spawn(script, role), None
+    try:
+        import torch  # noqa: F401
+        theirs = spawn(script, "torch")
+    except ImportError:
+        pass
+    results = {c.name: {} for c in cases}
+    for p in range(passes):
+        for c in cases:
+            d = c.__dict__
+            for k, v in ask(ours, dict(extra or {}, case=d, reps=reps, **{"pass": p})).items():
+                results[c.name].setdefault(k, []).append(v)
+            time.sleep(PAUSE_S)
+            if theirs is not None:
+                results[c.name].setdefault("torch", []).append(min(ask(theirs, {"case": d, "reps": reps})["times"]))
+                time.sleep(PAUSE_S)
+    for w in (ours, theirs):
+        if w is not None:
+            w.stdin.close()
+            w.wait()
+    return results, theirs is not None
+
+
 class Peer:
     def __init__(self, kind, env):
         self.p = spawn(__file__, kind, env)
