@@ -205,69 +205,126 @@ static CT_T256 void ct_gwc_ukr_256(int64_t m, int64_t n, const float *A, int64_t
     }
 }
 
+/* gi, the common case: one block of L (8 or 16, a compile-time constant) products for 6 rows x 16 ci, the
+ * block's channels inside one full DY panel (A rows CT_PO floats apart) and a full W panel (B rows CT_PO floats
+ * apart).  Fully unrolled with constant offsets: no scalar work between the FMAs.  Same operations, same order
+ * as the general block below (s from +0 by FMAs in channel order, then chain = chain + s). */
+CT_I256 void ct_gic_blk6_256(const int L, const float *Ar, const float *Bb, float *cm) {
+    __m256 s[6][2];
+    {
+        __m256 b0 = _mm256_loadu_ps(Bb), b1 = _mm256_loadu_ps(Bb + 8);
+        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+            __m256 av = _mm256_broadcast_ss(Ar + i * CT_PO);
+            s[i][0] = _mm256_mul_ps(av, b0);
+            s[i][1] = _mm256_mul_ps(av, b1);
+        }
+    }
+    _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
+        __m256 b0 = _mm256_loadu_ps(Bb + l * CT_PO), b1 = _mm256_loadu_ps(Bb + l * CT_PO + 8);
+        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+            __m256 av = _mm256_broadcast_ss(Ar + i * CT_PO + l);
+            s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
+            s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+        _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
+        _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
+    }
+}
+
 /* gi: M (<= 6) rows x NV*8 (<= 16) ci; the chains are copied from the tile C into an L1 tile (cm), take one
  * load/add/store per block there, and go back to C at the end. */
 CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
                              int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
                              const float *Bp, int64_t ldb, int64_t bk, float *C, int64_t ldc) {
-    __m256 s[6][2], c[6][2];
+    float cm[6 * 16] __attribute__((aligned(32)));
     __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-        c[i][0] = ct_ld8(C + i * ldc, n, m0);
-        if (NV == 2) c[i][1] = ct_ld8(C + i * ldc + 8, n - 8, m1);
+        _mm256_store_ps(cm + 16 * i, ct_ld8(C + i * ldc, n, m0));
+        if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, ct_ld8(C + i * ldc + 8, n - 8, m1));
     }
+    /* The unrolled block starts its sum with a product (s = a*b) where the model starts from +0 (s = a*b + 0):
+     * the two differ only when the exact product is -0, and then only in the sign of a zero block sum, which
+     * changes chain + block only when the chain is -0.  Adding +0 to the chains before the first block turns a
+     * -0 chain into +0, which is what the model's chain becomes after any block (-0 + s is +0 for a zero s from
+     * +0, s otherwise), and changes no other value; with no block the chain must stay as it is. */
+    if (jb0 < jb1) {
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+            _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), _mm256_setzero_ps()));
+            if (NV == 2)
+                _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), _mm256_setzero_ps()));
+        }
+    }
+    /* the unrolled block applies when the tile is whole and the blocks are 8 or 16 channels of full panels */
+    int fast = M == 6 && NV == 2 && n == 16 && ldb == CT_PO && (k0 == 8 || k0 == 16);
+    int64_t full = (Cout / CT_PO) * CT_PO;           /* channels [0, full) lie in full panels */
     int64_t g = jb0 / K, kk = jb0 % K;
     for (int64_t jb = jb0; jb < jb1; jb++) {
         int64_t lo = g * k0, hi = ct_min(Cout, lo + k0), row = row0 + kk * dk;
         const float *Bb = Bp + kk * bk + lo * ldb;
-        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            s[i][0] = _mm256_setzero_ps();
-            if (NV == 2) s[i][1] = _mm256_setzero_ps();
-        }
-        int64_t co = lo;
-        while (co < hi) {   /* the group's channels, split where they cross a DY panel */
-            int64_t q = co / CT_PO, qb = q * CT_PO, wq = ct_min(CT_PO, Cout - qb);
-            int64_t cend = ct_min(hi, qb + wq);
-            const float *Ar = DYp + q * RO * CT_PO + row * wq + (co - qb);
-            for (int64_t l = 0; l < cend - co; l++) {
-                __m256 b0 = ct_ld8(Bb, n, m0), b1 = _mm256_setzero_ps();
-                if (NV == 2) b1 = ct_ld8(Bb + 8, n - 8, m1);
-                _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-                    __m256 av = _mm256_broadcast_ss(Ar + i * wq + l);
-                    s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
-                    if (NV == 2) s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
-                }
-                Bb += ldb;
+        if (fast && hi == lo + k0 && hi <= full && lo / CT_PO == (hi - 1) / CT_PO) {
+            int64_t q = lo / CT_PO;
+            const float *Ar = DYp + q * RO * CT_PO + row * CT_PO + (lo - q * CT_PO);
+            if (k0 == 8) ct_gic_blk6_256(8, Ar, Bb, cm);
+            else ct_gic_blk6_256(16, Ar, Bb, cm);
+        } else {
+            __m256 s[6][2];
+            _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+                s[i][0] = _mm256_setzero_ps();
+                if (NV == 2) s[i][1] = _mm256_setzero_ps();
             }
-            co = cend;
-        }
-        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            c[i][0] = _mm256_add_ps(c[i][0], s[i][0]);
-            if (NV == 2) c[i][1] = _mm256_add_ps(c[i][1], s[i][1]);
+            int64_t co = lo;
+            while (co < hi) {   /* the group's channels, split where they cross a DY panel */
+                int64_t q = co / CT_PO, qb = q * CT_PO, wq = ct_min(CT_PO, Cout - qb);
+                int64_t cend = ct_min(hi, qb + wq);
+                const float *Ar = DYp + q * RO * CT_PO + row * wq + (co - qb);
+                for (int64_t l = 0; l < cend - co; l++) {
+                    __m256 b0 = ct_ld8(Bb, n, m0), b1 = _mm256_setzero_ps();
+                    if (NV == 2) b1 = ct_ld8(Bb + 8, n - 8, m1);
+                    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+                        __m256 av = _mm256_broadcast_ss(Ar + i * wq + l);
+                        s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
+                        if (NV == 2) s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
+                    }
+                    Bb += ldb;
+                }
+                co = cend;
+            }
+            _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+                _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
+                if (NV == 2)
+                    _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
+            }
         }
         if (++kk == K) { kk = 0; g++; }
     }
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-        ct_st8(C + i * ldc, n, m0, c[i][0]);
-        if (NV == 2) ct_st8(C + i * ldc + 8, n - 8, m1, c[i][1]);
+        ct_st8(C + i * ldc, n, m0, _mm256_load_ps(cm + 16 * i));
+        if (NV == 2) ct_st8(C + i * ldc + 8, n - 8, m1, _mm256_load_ps(cm + 16 * i + 8));
     }
 }
 
 #define CT_GIC256(MM) \
-    case MM: { if (nv == 2) ct_gic_body_256(MM, 2, nn, DYp, RO, row0, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, bk, \
-                                            C + j0, ldc); \
-               else ct_gic_body_256(MM, 1, nn, DYp, RO, row0, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, bk, \
-                                    C + j0, ldc); } break;
+    case MM: { if (nv == 2) ct_gic_body_256(MM, 2, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, \
+                                            n, bk, Ci + j0, ldc); \
+               else ct_gic_body_256(MM, 1, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, bk, \
+                                    Ci + j0, ldc); } break;
 
-static CT_T256 void ct_gic_ukr_256(int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t dk,
-                                   int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout, const float *Bp,
-                                   int64_t bk, float *C, int64_t ldc) {
+/* rows [i0, i1) of a panel of n columns: each 16-column half outer, tiles of 6 rows inner, so that the half's
+ * weight rows for the blocks [jb0, jb1) stay in L1 while the rows go by */
+static CT_T256 void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
+                                    int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
+                                    int64_t Cout, const float *Bp, int64_t bk, float *C, int64_t ldc) {
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         int64_t nn = ct_min(16, n - j0);
         int nv = nn > 8 ? 2 : 1;
-        switch (m) {
-            CT_GIC256(1) CT_GIC256(2) CT_GIC256(3) CT_GIC256(4) CT_GIC256(5) CT_GIC256(6)
-            default: break;
+        for (int64_t i = i0; i < i1; i += 6) {
+            float *Ci = C + (i - i0) * ldc;
+            switch (ct_min(6, i1 - i)) {
+                CT_GIC256(1) CT_GIC256(2) CT_GIC256(3) CT_GIC256(4) CT_GIC256(5) CT_GIC256(6)
+                default: break;
+            }
         }
     }
 }
@@ -288,23 +345,26 @@ static inline void ct_gwc_ukr(const ct_plan *P, int64_t m, int64_t n, const floa
     ct_gwc_gen(P->acc, m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
 }
 
-/* gi rows per micro-tile of the cube kernels, for a panel of n ci */
-static inline int64_t ct_gic_mr(int isa, int acc, int64_t n) {
-    (void)n;
-    return (isa != CT_ISA_PORTABLE && acc == CT_ACC_CUBE) ? 6 : 8;
-}
-
-/* gi blocks [jb0, jb1) for m rows whose DY row for tap 0 is row0 (and row0 + i for row i), tap k at row0 + k*dk */
-static inline void ct_gic_ukr(const ct_plan *P, int64_t m, int64_t n, int64_t row0, int64_t dk, int64_t jb0,
-                              int64_t jb1, const float *Bp, float *C, int64_t ldc) {
+/* Blocks [jb0, jb1) of the gi (or forward) chains of rows [i0, i1) of a panel of n columns: row i reads DY
+ * row i + rowoff for tap 0, tap k at + k*dk; row i's chains are at C + (i - i0)*ldc. */
+static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t n, int64_t rowoff, int64_t dk,
+                               int64_t jb0, int64_t jb1, const float *Bp, float *C, int64_t ldc) {
 #if CT_X86
     if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
-        ct_gic_ukr_256(m, n, P->DYp, P->RO, row0, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout, C, ldc);
+        ct_gic_rows_256(i0, i1, n, P->DYp, P->RO, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout,
+                        C, ldc);
         return;
     }
 #endif
-    ct_gic_gen(P->acc, m, n, P->DYp, P->RO, row0, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout, C, ldc);
+    for (int64_t i = i0; i < i1; i += 8)
+        ct_gic_gen(P->acc, ct_min(8, i1 - i), n, P->DYp, P->RO, i + rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp,
+                   P->Cin * P->Cout, C + (i - i0) * ldc, ldc);
 }
+
+/* blocks per pass of the cube gi / forward tasks: about CT_KCB reduction rows, so that a 16-column half of the
+ * weight rows of a pass (CT_KCB x 64 bytes) stays in L1.  Cache blocking only: no result depends on it. */
+#define CT_KCB 256
+static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* tasks                                                                                            */
@@ -341,7 +401,7 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
     if (out) ct_tile_zero(out, rows, nc, lout);
     if (P->Wp && P->K > 0) {
         int64_t K = P->K, nblk = ct_cdiv(P->Cout, P->k0) * K;
-        int64_t step = ct_max(1, CT_KCI / P->k0) * K;                   /* blocks per pass (cache blocking) */
+        int64_t step = ct_gic_step(P->k0);                               /* blocks per pass (cache blocking) */
         for (int64_t j0b = 0; j0b < nblk;) {
             int64_t j1b = ct_min(nblk, j0b + step);
             if (P->gi_seg > 0) j1b = ct_min(j1b, (j0b / P->gi_seg + 1) * P->gi_seg);
@@ -363,7 +423,6 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
                     int64_t wj = ct_min(CT_PO, P->Cin - j0);
                     const float *Bp0 = P->Wp + j0 * P->Cout;               /* tap 0, co 0 of this ci panel */
                     float *cj = ch + (j0 - J0);
-                    int64_t MR = ct_gic_mr(P->isa, P->acc, wj);
                     /* rows missing some taps: one block at a time, over the rows valid for its tap */
                     for (int side = 0; side < 2; side++) {
                         int64_t u = side ? ib : u0, v = side ? u1 : ia;
@@ -372,14 +431,11 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
                             int64_t k = jb % K;
                             int64_t lo = ct_max(0, k - P->pad), hi = ct_min(P->T_in, P->T_out + k - P->pad);
                             int64_t a = ct_max(u, base + lo * unit), b = ct_min(v, base + hi * unit);
-                            for (int64_t i = a; i < b; i += MR)
-                                ct_gic_ukr(P, ct_min(MR, b - i), wj, i + dyoff, -unit, jb, jb + 1, Bp0,
-                                           cj + (i - R0) * lch, lch);
+                            if (a < b)
+                                ct_gic_rows(P, a, b, wj, dyoff, -unit, jb, jb + 1, Bp0, cj + (a - R0) * lch, lch);
                         }
                     }
-                    for (int64_t i = ia; i < ib; i += MR)
-                        ct_gic_ukr(P, ct_min(MR, ib - i), wj, i + dyoff, -unit, j0b, j1b, Bp0, cj + (i - R0) * lch,
-                                   lch);
+                    if (ia < ib) ct_gic_rows(P, ia, ib, wj, dyoff, -unit, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
                 }
                 u0 = u1;
             }

@@ -4,7 +4,7 @@
  *
  * The forward is a convolution of the same shape as gradInput, so it runs on gradInput's machinery: x is packed
  * like DY (channel panels of 32, rounded to the compute precision C), w like gradInput's weight panels (with the
- * roles of Cin and Cout swapped: no transpose), and the sums are made by the same micro-kernels (ct_gic_ukr for
+ * roles of Cin and Cout swapped: no transpose), and the sums are made by the same micro-kernels (ct_gic_rows for
  * the cube forms, ct_gi_ukr for the sequential form) with the tap step +B instead of -B.  A ct_plan `u` holds
  * what those micro-kernels read (u.DYp = packed x, u.RO = its rows, u.Cout = the reduction's channel count Cin,
  * u.Cin = the output channels Cout, K, k0, the form, the instruction set).
@@ -135,10 +135,7 @@ static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64
             ct_gi_ukr(F->isa, ct_min(MR, v - i), wj, F->Xp, F->RI, i + shift, 0, 1, 0, F->Cin, F->Cin,
                       Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
     } else {
-        int64_t MR = ct_gic_mr(F->isa, F->acc, wj);
-        for (int64_t i = u; i < v; i += MR)
-            ct_gic_ukr(&F->u, ct_min(MR, v - i), wj, i - F->pad * F->B, F->B, jb, jb + 1, Bp0,
-                       cj + (i - R0) * ld, ld);
+        ct_gic_rows(&F->u, u, v, wj, -F->pad * F->B, F->B, jb, jb + 1, Bp0, cj + (u - R0) * ld, ld);
     }
 }
 
@@ -180,8 +177,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                 continue;
             }
             int64_t nblk = ct_cdiv(F->Cin, F->k0) * K;
-            int64_t step = ct_max(1, CT_KCI / F->k0) * K;     /* blocks per pass (cache blocking) */
-            int64_t MR = ct_gic_mr(F->isa, F->acc, wj);
+            int64_t step = ct_gic_step(F->k0);                /* blocks per pass (cache blocking) */
             for (int64_t j0b = 0; j0b < nblk; j0b += step) {
                 int64_t j1b = ct_min(nblk, j0b + step);
                 if (ct_stop(&F->u)) return;
@@ -193,9 +189,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                         if (a < b) ct_fwd_rows(F, a, b, R0, j0, wj, k, jb, cj, ld);
                     }
                 }
-                for (int64_t i = ia; i < ib; i += MR)
-                    ct_gic_ukr(&F->u, ct_min(MR, ib - i), wj, i - pad * B, B, j0b, j1b, Bp0, cj + (i - R0) * ld,
-                               ld);
+                if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B, B, j0b, j1b, Bp0, cj + (ia - R0) * ld, ld);
             }
         }
         #undef CT_FW_LO

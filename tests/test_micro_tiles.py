@@ -1,0 +1,113 @@
+"""Every micro-kernel path of the gradInput / forward sums, bit for bit against the independent model.
+
+The AVX2 kernels take an unrolled path for the common case (whole 6-row x 16-channel tiles, blocks of 8 or 16
+channels lying inside whole 32-channel panels) and a general path for the rest (partial tiles, a last narrower
+panel, blocks of other sizes, a block cut by a panel edge).  The shapes below put every output through one or
+the other, on every instruction set this CPU has and for 1 and 3 threads, and compare with the model of
+accum_reference.py on grid data (float64 sums exact).  The unrolled path starts each block sum with a product
+instead of +0 + product; the signed-zero cases check that this never shows (a -0 bias with -0 products).
+"""
+import numpy as np
+import pytest
+
+import pyconvtbc as pc
+from pyconvtbc._kernels import _conv_tbc as K
+
+import accum_reference as R
+from test_forward import assert_same_bits, grid_problem, model
+
+ISAS = [n for n in ("portable", "avx2", "avx512") if {"portable": 0, "avx2": 1, "avx512": 2}[n]
+        <= {"portable": 0, "avx2": 1, "avx512": 2}[K.isa_supported()]]
+# (T_in, B, Cin, Cout, K, pad).  Forward: rows T_out*B, output channels Cout (tiles of 16, panels of 32),
+# reduction channels Cin (groups of k0 in panels of 32).  (1) whole panels only; (2) a narrower last panel on
+# both sides, groups of 8 / 16 cut by no panel edge; (3) Cin = 40 with block_size 12: groups cut by panel edges;
+# (4) few rows (partial row tiles) and B = 1 with pad.
+FWD_SHAPES = [(10, 3, 64, 32, 3, 1), (9, 4, 72, 45, 3, 1), (7, 2, 40, 20, 2, 1), (5, 1, 64, 48, 3, 2)]
+
+
+def _each_isa_and_threads(call):
+    """call() on every instruction set and for 1 and 3 threads (parallel threshold 0); all results."""
+    outs = []
+    old = K._set_parallel_min(0)
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            for n in (1, 3):
+                outs.append(call(n))
+    finally:
+        K._set_isa(None)
+        K._set_parallel_min(old)
+    return outs
+
+
+@pytest.mark.parametrize("form", ["cube", "cube_wide", "sequential"])
+@pytest.mark.parametrize("dn,soc,cmt", [("float32", "ascend910b", 0), ("float16", "ascend910b", 0),
+                                        ("bfloat16", "ascend950", 0), ("float32", "ascend910b", 2)])
+@pytest.mark.parametrize("shape", FWD_SHAPES)
+def test_forward_tiles_bit_for_bit(shape, dn, soc, cmt, form):
+    x, w, b = grid_problem(shape, dn, seed=sum(shape))
+    pad = shape[5]
+    want = model(x, w, b, pad, dn, soc, cmt, form)
+    for got in _each_isa_and_threads(lambda n: pc.conv_tbc(x, w, b, pad, cube_math_type=cmt, soc=soc,
+                                                           accumulation=form, num_threads=n)):
+        assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("block_size", [8, 16, 12])
+def test_forward_block_sizes_on_whole_tiles(block_size):
+    shape = (9, 4, 72, 45, 3, 1)
+    x, w, b = grid_problem(shape, "float32", seed=5)
+    want = model(x, w, b, 1, "float32", "ascend910b", 0, "cube", block_size)
+    for got in _each_isa_and_threads(lambda n: pc.conv_tbc(x, w, b, 1, accumulation="cube",
+                                                           block_size=block_size, num_threads=n)):
+        assert_same_bits(got, want)
+
+
+@pytest.mark.parametrize("dn,k0", [("float32", 8), ("float16", 16)])
+def test_forward_signed_zeros(dn, k0):
+    """bias -0 and rows whose products are all -0 (x = -0, w > 0) or +0: the model gives -0 + (+0) = +0 where a
+    row has a tap, and every row has one here.  Rows with nonzero products keep their exact values."""
+    dt = {"float32": np.float32, "float16": np.float16}[dn]
+    shape = (8, 3, 64, 32, 3, 1)
+    x, w, b = grid_problem(shape, dn, seed=11)
+    w = np.abs(w).astype(dt)
+    x = x.copy()
+    x[2:6] = -0.0                          # time steps 2..5: -0 products for every tap reading them
+    x[0, 1] = 0.0
+    b = np.full(shape[3], -0.0, np.float32)
+    want = model(x, w, b, 1, dn, "ascend910b", 0, "cube")
+    zero_rows = want[3:5]                  # t = 3, 4 read only x[2..5]
+    assert not np.signbit(zero_rows).any() and not zero_rows.astype(np.float32).any()
+    for got in _each_isa_and_threads(lambda n: pc.conv_tbc(x, w, b, 1, num_threads=n)):
+        assert_same_bits(got, want)
+
+
+def test_forward_no_tap_keeps_a_negative_zero_bias():
+    """Cin = 0: no block at all, so every output is the bias itself, -0 included."""
+    x = np.zeros((4, 2, 0), np.float32)
+    w = np.zeros((3, 0, 20), np.float32)
+    b = np.full(20, -0.0, np.float32)
+    out = pc.conv_tbc(x, w, b, 1)
+    assert out.shape == (4, 2, 20) and np.signbit(out).all()
+
+
+# gradInput: rows T_in*B, output channels Cin (tiles of 16), reduction channels Cout (groups in panels of 32)
+GI_SHAPES = [(12, 3, 32, 64, 3, 1), (11, 4, 45, 72, 3, 1), (6, 2, 20, 40, 2, 1)]
+
+
+@pytest.mark.parametrize("block_size", [None, 16, 12])
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("shape", GI_SHAPES)
+def test_grad_input_tiles_bit_for_bit(shape, soc, block_size):
+    T_in, B, Cin, Cout, K_, pad = shape
+    T_out = T_in + 2 * pad - K_ + 1
+    rng = np.random.default_rng(sum(shape))
+    dy = R.grid(rng, (T_out, B, Cout), 6, emin=-6, emax=6)
+    x = R.grid(rng, (T_in, B, Cin), 6, emin=-6, emax=6)
+    w = R.grid(rng, (K_, Cin, Cout), 6, emin=-6, emax=6)
+    b = np.zeros(Cout, np.float32)
+    k0 = block_size or 8
+    want = R.grad_input(dy, w, T_in, pad, "cube", k0, soc)
+    for gi, _, _ in _each_isa_and_threads(lambda n: pc.conv_tbc_backward(
+            dy, x, w, b, pad, soc=soc, deterministic=True, block_size=block_size, num_threads=n)):
+        assert_same_bits(gi, want)
