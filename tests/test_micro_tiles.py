@@ -111,3 +111,27 @@ def test_grad_input_tiles_bit_for_bit(shape, soc, block_size):
     for gi, _, _ in _each_isa_and_threads(lambda n: pc.conv_tbc_backward(
             dy, x, w, b, pad, soc=soc, deterministic=True, block_size=block_size, num_threads=n)):
         assert_same_bits(gi, want)
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+def test_grad_weight_and_input_signed_zeros(soc):
+    """gradWeight's block sums start with a product: with x = -0 (dy > 0) a block's products are all -0, its
+    sum from +0 is +0 in the model; the results must not show which start the kernel used.  Same for gradInput
+    with w = -0 channels."""
+    shape = (16, 3, 40, 48, 3, 1)
+    T_in, B, Cin, Cout, K_, pad = shape
+    T_out = T_in + 2 * pad - K_ + 1
+    rng = np.random.default_rng(4)
+    dy = np.abs(R.grid(rng, (T_out, B, Cout), 6, emin=-6, emax=6))
+    x = R.grid(rng, (T_in, B, Cin), 6, emin=-6, emax=6)
+    w = np.abs(R.grid(rng, (K_, Cin, Cout), 6, emin=-6, emax=6))
+    x[:, :, :20] = -0.0                   # every product of these ci is -0
+    w[:, :, :24] = -0.0                   # and of these co
+    b = np.zeros(Cout, np.float32)
+    want_gw = R.grad_weight(x, dy, K_, pad, "cube", 8, soc)
+    want_gi = R.grad_input(dy, w, T_in, pad, "cube", 8, soc)
+    assert not np.signbit(want_gw[:, :20]).any()
+    for gi, gw, _ in _each_isa_and_threads(lambda n: pc.conv_tbc_backward(
+            dy, x, w, b, pad, soc=soc, deterministic=True, num_threads=n)):
+        assert_same_bits(gw, want_gw)
+        assert_same_bits(gi, want_gi)

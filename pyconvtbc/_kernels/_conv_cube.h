@@ -132,26 +132,36 @@ CT_I256 void ct_st8(float *p, int64_t n, __m256i m, __m256 v) {
     else _mm256_maskstore_ps(p, m, v);
 }
 
-/* gw: M (<= 6) ci x NV*8 (<= 16) co; block sums s and chains c in registers (the compiler spills the chains,
- * touched once per block, when it must). */
+/* gw: M (<= 6) ci x NV*8 (<= 16) co; block sums s in registers, chains in an L1 tile (cm: one load / add /
+ * store per block).  Each block sum starts with a product (s = a*b) where the model starts from +0 (s = a*b +
+ * 0): the two differ only in the sign of a zero block sum, and chain + s is then the same value because a chain
+ * is never -0 (it starts at +0, or continues a chain, and x + y is -0 in round-to-nearest only when both are). */
 CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
                              int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
                              int64_t ldc, int cin) {
-    __m256 s[6][2], c[6][2];
+    __m256 s[6][2];
+    float cm[6 * 16] __attribute__((aligned(32)));
     __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-        c[i][0] = cin ? ct_ld8(Cc + i * ldc, n, m0) : _mm256_setzero_ps();
-        if (NV == 2) c[i][1] = cin ? ct_ld8(Cc + i * ldc + 8, n - 8, m1) : _mm256_setzero_ps();
+        _mm256_store_ps(cm + 16 * i, cin ? ct_ld8(Cc + i * ldc, n, m0) : _mm256_setzero_ps());
+        if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, cin ? ct_ld8(Cc + i * ldc + 8, n - 8, m1) : _mm256_setzero_ps());
     }
     int64_t p = 0, blen = first;
     while (p < nr) {
         int64_t e1 = ct_min(nr, p + blen);
-        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            s[i][0] = _mm256_setzero_ps();
-            if (NV == 2) s[i][1] = _mm256_setzero_ps();
-        }
         const float *Aq = A + p * lda, *Bq = B + p * ldb;
-        for (int64_t q = p; q < e1; q++) {
+        {
+            __m256 b0 = ct_ld8(Bq, n, m0), b1 = _mm256_setzero_ps();
+            if (NV == 2) b1 = ct_ld8(Bq + 8, n - 8, m1);
+            _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+                __m256 av = _mm256_broadcast_ss(Aq + i);
+                s[i][0] = _mm256_mul_ps(av, b0);
+                if (NV == 2) s[i][1] = _mm256_mul_ps(av, b1);
+            }
+            Aq += lda;
+            Bq += ldb;
+        }
+        for (int64_t q = p + 1; q < e1; q++) {
             __m256 b0 = ct_ld8(Bq, n, m0), b1 = _mm256_setzero_ps();
             if (NV == 2) b1 = ct_ld8(Bq + 8, n - 8, m1);
             _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
@@ -163,23 +173,24 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
             Bq += ldb;
         }
         _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            c[i][0] = _mm256_add_ps(c[i][0], s[i][0]);
-            if (NV == 2) c[i][1] = _mm256_add_ps(c[i][1], s[i][1]);
+            _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
+            if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
         }
         p = e1;
         blen = k0;
     }
     if (!D) {
         _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            ct_st8(Cc + i * ldc, n, m0, c[i][0]);
-            if (NV == 2) ct_st8(Cc + i * ldc + 8, n - 8, m1, c[i][1]);
+            ct_st8(Cc + i * ldc, n, m0, _mm256_load_ps(cm + 16 * i));
+            if (NV == 2) ct_st8(Cc + i * ldc + 8, n - 8, m1, _mm256_load_ps(cm + 16 * i + 8));
         }
         return;
     }
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-        ct_st8(D + i * ldd, n, m0, _mm256_add_ps(ct_ld8(D + i * ldd, n, m0), c[i][0]));
+        ct_st8(D + i * ldd, n, m0, _mm256_add_ps(ct_ld8(D + i * ldd, n, m0), _mm256_load_ps(cm + 16 * i)));
         if (NV == 2)
-            ct_st8(D + i * ldd + 8, n - 8, m1, _mm256_add_ps(ct_ld8(D + i * ldd + 8, n - 8, m1), c[i][1]));
+            ct_st8(D + i * ldd + 8, n - 8, m1,
+                   _mm256_add_ps(ct_ld8(D + i * ldd + 8, n - 8, m1), _mm256_load_ps(cm + 16 * i + 8)));
     }
 }
 
