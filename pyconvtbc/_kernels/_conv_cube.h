@@ -131,6 +131,13 @@ CT_I256 void ct_st8(float *p, int64_t n, __m256i m, __m256 v) {
     if (n >= 8) _mm256_storeu_ps(p, v);
     else _mm256_maskstore_ps(p, m, v);
 }
+/* chains += block sums: cm[16*i + 8*v] += s[i][v] for M rows of NV vectors (the chains' L1 tile, 16 floats a row) */
+CT_I256 void ct_chains_add(const int M, const int NV, float *cm, __m256 s[6][2]) {
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
+        if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
+    }
+}
 
 /* gw: M (<= 6) ci x NV*8 (<= 16) co; block sums s in registers, chains in an L1 tile (cm: one load / add /
  * store per block).  Each block sum starts with a product (s = a*b) where the model starts from +0 (s = a*b +
@@ -172,10 +179,7 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
             Aq += lda;
             Bq += ldb;
         }
-        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
-            if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
-        }
+        ct_chains_add(M, NV, cm, s);
         p = e1;
         blen = k0;
     }
@@ -238,10 +242,7 @@ CT_I256 void ct_gic_blk6_256(const int L, const float *Ar, const float *Bb, floa
             s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
         }
     }
-    _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
-        _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
-        _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
-    }
+    ct_chains_add(6, 2, cm, s);
 }
 
 /* gi: M (<= 6) rows x NV*8 (<= 16) ci; the chains are copied from the tile C into an L1 tile (cm), take one
@@ -261,11 +262,9 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
      * -0 chain into +0, which is what the model's chain becomes after any block (-0 + s is +0 for a zero s from
      * +0, s otherwise), and changes no other value; with no block the chain must stay as it is. */
     if (jb0 < jb1) {
-        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), _mm256_setzero_ps()));
-            if (NV == 2)
-                _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), _mm256_setzero_ps()));
-        }
+        __m256 z[6][2];
+        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) z[i][0] = z[i][1] = _mm256_setzero_ps();
+        ct_chains_add(M, NV, cm, z);
     }
     /* the unrolled block applies when the tile is whole and the blocks are 8 or 16 channels of full panels */
     int fast = M == 6 && NV == 2 && n == 16 && ldb == CT_PO && (k0 == 8 || k0 == 16);
@@ -302,11 +301,7 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
                 }
                 co = cend;
             }
-            _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-                _mm256_store_ps(cm + 16 * i, _mm256_add_ps(_mm256_load_ps(cm + 16 * i), s[i][0]));
-                if (NV == 2)
-                    _mm256_store_ps(cm + 16 * i + 8, _mm256_add_ps(_mm256_load_ps(cm + 16 * i + 8), s[i][1]));
-            }
+            ct_chains_add(M, NV, cm, s);
         }
         if (++kk == K) { kk = 0; g++; }
     }
