@@ -95,7 +95,7 @@ BARE_LITERALS = [
 ]
 
 
-@pytest.mark.parametrize("name", ["_conv_gemm.h", "_conv_cube.h", "_conv_fwd.h", "_fpround.h", "_conv_tbc.pyx",
+@pytest.mark.parametrize("name", ["_conv_gemm.h", "_conv_cube.h", "_conv_stream.h", "_conv_fwd.h", "_fpround.h", "_conv_tbc.pyx",
                                   "_fpround.pxd", "_codecs.pyx.tp"])
 def test_no_bare_dtype_or_compute_literal_in_the_kernels(name):
     text = _source(name)

@@ -357,13 +357,13 @@ static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t
                                int64_t jb0, int64_t jb1, const float *Bp, float *C, int64_t ldc) {
 #if CT_X86
     if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
-        ct_gic_rows_256(i0, i1, n, P->DYp, P->RO, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout,
+        ct_gic_rows_256(i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout,
                         C, ldc);
         return;
     }
 #endif
     for (int64_t i = i0; i < i1; i += 8)
-        ct_gic_gen(P->acc, ct_min(8, i1 - i), n, P->DYp, P->RO, i + rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp,
+        ct_gic_gen(P->acc, ct_min(8, i1 - i), n, P->DYp, P->dy_ps, i + rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp,
                    P->Cin * P->Cout, C + (i - i0) * ldc, ldc);
 }
 
@@ -413,7 +413,7 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
             if (P->gi_seg > 0) j1b = ct_min(j1b, (j0b / P->gi_seg + 1) * P->gi_seg);
             /* row segments: t-major, the whole task (t = u / B); b-major, the rows of one b (t = u - b*T_in) */
             for (int64_t u0 = R0; u0 < R1;) {
-                int64_t u1 = R1, base = 0, unit = P->B, dyoff = P->pad * P->B;
+                int64_t u1 = R1, base = 0, unit = P->B, dyoff = P->pad * P->B - P->dy_r0;
                 if (P->bmajor) {
                     int64_t bb = u0 / P->T_in;
                     base = bb * P->T_in;
@@ -478,7 +478,7 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
     int64_t k0b = P->k0;
     for (int64_t co = T->C0; co < T->C1; co += CT_PO) {
         int64_t wq = ct_min(CT_PO, P->Cout - co);
-        const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + yb * wq;
+        const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO;
         for (int64_t k = T->k0; k < T->k0 + T->G; k++) {
             int64_t ca = ct_max(cs0, ct_max(0, P->pad - k) * U);              /* the chain's rows for tap k */
             int64_t cz = ct_min(cs1, ct_min(P->T_out, P->T_in + P->pad - k) * U);
@@ -490,7 +490,7 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
                 const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (xb + (a + (k - P->pad) * U) * st) * wi;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
-                ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + a * st * wq, st * wq, z - a, first,
+                ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + (yb + a * st) * wq, st * wq, z - a, first,
                            fin ? T->cb + kt * T->tile + o : NULL, T->ld,
                            T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc, cin);
             }
@@ -513,7 +513,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     int64_t nc = T.C1 - T.C0;
     T.cb = cb; T.ld = P->gw_ld; T.tile = (T.I1 - T.I0) * T.ld;
     int direct = P->gw_dt == CT_DT_F32;
-    if (P->gw_pieces > 1) {                      /* this piece's sums, in the piece buffer (gw layout) */
+    if (P->gw_pieces > 1 || (P->win && !direct)) {   /* this piece's sums (streamed: gw's fp32 sums), at pcb */
         T.cb = P->pcb + piece * P->K * P->Cin * P->Cout + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
         T.ld = P->Cout;
         T.tile = P->Cin * P->Cout;
@@ -522,7 +522,8 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
         T.ld = P->Cout;
         T.tile = P->Cin * P->Cout;
     }
-    for (int64_t kk = 0; kk < T.G; kk++) ct_tile_zero(T.cb + kk * T.tile, T.I1 - T.I0, nc, T.ld);
+    if (!P->win)                                 /* (streamed DY: zeroed once, before the first window) */
+        for (int64_t kk = 0; kk < T.G; kk++) ct_tile_zero(T.cb + kk * T.tile, T.I1 - T.I0, nc, T.ld);
     if (P->Xp) {
         /* Chains are cut into chunks of CH rows (whole blocks) so that a chunk's rows stay in cache while every
          * (co, k, ci) of the task reads them. */
@@ -530,14 +531,23 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
         T.cc = P->cbuf ? cbase + P->gw_ctile_off : NULL;
         T.lcc = P->gw_ld;
         T.tcc = P->gw_mc * P->gw_ld;
+        if (P->win) {                            /* streamed DY: chains carried from window to window */
+            T.cc = P->gwc + piece * P->K * P->Cin * P->Cout + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
+            T.lcc = P->Cout;
+            T.tcc = P->Cin * P->Cout;
+        }
         if (P->layout == 0) {                    /* one chain per batch item, over t, in the order perm */
-            for (int64_t bi = 0; bi < B; bi++) {
+            /* streamed: the window's items [w_b0, w_b1) and t's [w_t0, w_t1), packed item after item */
+            int64_t bi0 = P->win ? P->w_b0 : 0, bi1 = P->win ? P->w_b1 : B;
+            int64_t ta = P->win ? P->w_t0 : 0, tz = P->win ? P->w_t1 : P->T_out;
+            for (int64_t bi = bi0; bi < bi1; bi++) {
                 int64_t b = P->perm ? P->perm[bi] : bi;
                 /* row of (t, b): b-major panels b*T + t (B > 1), else t*B + b (B == 1: the same rows) */
                 int64_t xb = P->bmajor ? b * P->T_in : b, yb = P->bmajor ? b * P->T_out : b;
-                for (int64_t t0 = 0; t0 < P->T_out; t0 += CH) {
+                if (P->win) yb = (bi - bi0) * (tz - ta) - ta;
+                for (int64_t t0 = ta; t0 < tz; t0 += CH) {
                     if (ct_stop(P)) return;
-                    ct_gwc_chunk(P, &T, t0, ct_min(P->T_out, t0 + CH), 0, P->T_out, 1, P->bmajor ? 1 : B, xb, yb);
+                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, P->bmajor ? 1 : B, xb, yb);
                 }
             }
         } else {                                 /* positions t*B + b: this piece's segments, each a chain */
@@ -546,14 +556,15 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
             int64_t seg = P->gw_seg * k0b;                               /* rows per segment */
             for (int64_t s0 = r0; s0 < r1; s0 += seg) {
                 int64_t s1 = ct_min(r1, s0 + seg);
-                for (int64_t q0 = s0; q0 < s1; q0 += CH) {
+                int64_t qa = P->win ? ct_max(s0, P->w_r0) : s0, qz = P->win ? ct_min(s1, P->w_r1) : s1;
+                for (int64_t q0 = qa; q0 < qz; q0 += CH) {
                     if (ct_stop(P)) return;
-                    ct_gwc_chunk(P, &T, q0, ct_min(s1, q0 + CH), s0, s1, B, 1, 0, 0);
+                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 0, -P->dy_r0);
                 }
             }
         }
     }
-    if (direct || P->gw_pieces > 1) return;
+    if (direct || P->gw_pieces > 1 || P->win) return;    /* (cast by ct_tree_task) */
     int64_t es = ct_dt_size(P->gw_dt);
     for (int64_t kk = 0; kk < T.G; kk++) {
         int64_t k = T.k0 + kk;

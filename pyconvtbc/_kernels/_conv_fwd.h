@@ -35,6 +35,11 @@ typedef struct {
     int64_t nxq, nwq, n_pack_x, n_pack_w, n_pack, n_rb, n_jb, n_comp, tile_ld, cbuf_stride, n_cbuf, nthreads_max;
     int64_t off_xp, off_wp, off_cbuf, total_floats;
     float *Xp, *Wp, *cbuf;
+    /* streamed x (as gradInput's streamed DY, _conv_stream.h): when its packed copy would exceed CT_WIN_BYTES,
+     * x is packed one window at a time: window w holds the x rows that output row blocks [w*w_rb, (w+1)*w_rb)
+     * read (win_rows at most; u.dy_ps rows per panel, u.dy_r0 its first row) */
+    int win;
+    int64_t win_rows, w_rb, n_w;
 } ct_fwd;
 
 /* Sizes, tasks and workspace.  acc: the form (_conv_cube.h); pre: the rounding of the sums before the cast
@@ -71,6 +76,20 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     F->cbuf_stride = tile;
     F->nthreads_max = F->n_comp > 0 ? ct_min(nthreads, F->n_comp) : 1;
     F->n_cbuf = tile > 0 && F->n_comp > 0 ? F->nthreads_max : 0;
+    F->u.dy_ps = F->RI;
+    if (prod && ct_win_force >= 0 && (ct_win_force > 0 || nx > CT_WIN_BYTES / 4)) {
+        int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cin);
+        int64_t halo = ct_mul_ok(K - 1, B, &ok);
+        int64_t w_rb = ct_max(1, (target - halo) / CT_MCI);
+        int64_t rows = ct_min(F->RI, ct_min(w_rb, F->n_rb) * CT_MCI + halo);
+        if (ok && rows < F->RI) {
+            F->win = 1;
+            F->win_rows = F->u.dy_ps = rows;
+            F->w_rb = w_rb;
+            F->n_w = ct_cdiv(F->n_rb, w_rb);
+            nx = ct_mul_ok(rows, Cin, &ok);
+        }
+    }
     int64_t o = 0;
     F->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
     F->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
@@ -118,6 +137,36 @@ static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
     ct_round_row(F->isa, dst, F->Cin * wj, ct_round_for(F->w.dt, F->compute), F->hbits, F->hrnd);
 }
 
+/* streamed x, window w: the x rows [*ra, *rz) that output row blocks [w*w_rb, (w+1)*w_rb) read */
+static void ct_fwd_win_rows(const ct_fwd *F, int64_t w, int64_t *ra, int64_t *rz) {
+    int64_t rb0 = w * F->w_rb, rb1 = ct_min(F->n_rb, rb0 + F->w_rb);
+    int64_t R0 = rb0 * CT_MCI, R1 = ct_min(F->RO, rb1 * CT_MCI);
+    *ra = ct_max(0, R0 - F->pad * F->B);
+    *rz = ct_min(F->RI, R1 + (F->K - 1 - F->pad) * F->B);
+    if (*ra > *rz) *ra = *rz;
+}
+
+/* window w: sets u.dy_r0; returns its pack tasks (CT_PR rows x panel); its compute tasks are
+ * [w*w_rb*n_jb, min(n_rb, (w+1)*w_rb)*n_jb) */
+static int64_t ct_fwd_win_begin(ct_fwd *F, int64_t w) {
+    int64_t ra, rz;
+    ct_fwd_win_rows(F, w, &ra, &rz);
+    F->u.dy_r0 = ra;
+    return ct_cdiv(rz - ra, CT_PR) * F->nxq;
+}
+
+static void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task) {
+    if (ct_stop(&F->u)) return;
+    int64_t ra, rz;
+    ct_fwd_win_rows(F, w, &ra, &rz);
+    int64_t c = task / F->nxq, q = task % F->nxq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
+    int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
+    float *v = F->Xp + q * F->u.dy_ps * CT_PO + (r0 - ra) * wq;
+    for (int64_t rr = r0; rr < r1; rr += CT_RB)
+        ct_decode_rows(&F->u, &F->x, F->Cin, rr, ct_min(CT_RB, r1 - rr), c0, wq, v + (rr - r0) * wq);
+    ct_round_row(F->isa, v, (r1 - r0) * wq, ct_round_for(F->x.dt, F->compute), F->hbits, F->hrnd);
+}
+
 static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
     if (ct_stop(&F->u)) return;
     if (task < F->n_pack_x) ct_fwd_pack_x(F, task);
@@ -132,10 +181,10 @@ static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64
     if (F->acc == CT_ACC_SEQ) {
         int64_t MR = ct_gi_mr(F->isa, wj);
         for (int64_t i = u; i < v; i += MR)
-            ct_gi_ukr(F->isa, ct_min(MR, v - i), wj, F->Xp, F->RI, i + shift, 0, 1, 0, F->Cin, F->Cin,
+            ct_gi_ukr(F->isa, ct_min(MR, v - i), wj, F->Xp, F->u.dy_ps, i + shift - F->u.dy_r0, 0, 1, 0, F->Cin, F->Cin,
                       Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
     } else {
-        ct_gic_rows(&F->u, u, v, wj, -F->pad * F->B, F->B, jb, jb + 1, Bp0, cj + (u - R0) * ld, ld);
+        ct_gic_rows(&F->u, u, v, wj, -F->pad * F->B - F->u.dy_r0, F->B, jb, jb + 1, Bp0, cj + (u - R0) * ld, ld);
     }
 }
 
@@ -172,7 +221,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                         ct_fwd_rows(F, ct_max(u, CT_FW_LO(k)), ct_min(v, CT_FW_HI(k)), R0, j0, wj, k, 0, cj, ld);
                 }
                 for (int64_t i = ia; i < ib; i += MR)
-                    ct_gi_ukr(F->isa, ct_min(MR, ib - i), wj, F->Xp, F->RI, i - pad * B, B, K, 0, F->Cin, F->Cin,
+                    ct_gi_ukr(F->isa, ct_min(MR, ib - i), wj, F->Xp, F->u.dy_ps, i - pad * B - F->u.dy_r0, B, K, 0, F->Cin, F->Cin,
                               Bp0, F->Cin * F->Cout, cj + (i - R0) * ld, ld);
                 continue;
             }
@@ -189,7 +238,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                         if (a < b) ct_fwd_rows(F, a, b, R0, j0, wj, k, jb, cj, ld);
                     }
                 }
-                if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B, B, j0b, j1b, Bp0, cj + (ia - R0) * ld, ld);
+                if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, Bp0, cj + (ia - R0) * ld, ld);
             }
         }
         #undef CT_FW_LO

@@ -62,6 +62,11 @@ static int64_t ct_blk[CT_B_N] = {
 #define CT_XG 16          /* pack: Xp panels per task */
 #define CT_ALIGN 64
 #define CT_TREE_CHUNK 128  /* gw elements per pairwise-tree task (_conv_cube.h) */
+/* Streamed DY (_conv_stream.h): a packed DY larger than this many bytes is packed one window at a time.
+ * ct_win_force (a test hook): 0 automatic, > 0 stream with windows of about that many rows whatever the size,
+ * < 0 never stream.  Neither changes a result: only where DY's packed rows are kept. */
+#define CT_WIN_BYTES ((int64_t)64 << 20)
+static int64_t ct_win_force = 0;
 
 static inline int64_t ct_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ct_max(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -112,6 +117,18 @@ typedef struct {
     float *pcb;
     int bmajor;                           /* DYp / Xp rows in b-major order: row b*T + t (layout 0 cube forms) */
     int64_t gw_ctile_off;                 /* floats from a thread's cbuf to its gw chain tile (cube forms) */
+    /* DYp's geometry: rows per panel (panel q starts at DYp + q*dy_ps*CT_PO) and the DY row at its row 0 (t-major
+     * rows; RO and 0 unless DY is streamed) */
+    int64_t dy_ps, dy_r0;
+    /* Streamed DY (ct_plan_init decides; _conv_stream.h runs it): DY is packed one window of rows at a time
+     * instead of whole, in two passes.  win_rows: the window's capacity (rows); pass 1 (gi): w1_rb gi row blocks
+     * per window, n_w1 windows; pass 2 (gw): n_w2 windows of w2_rows chain rows (layout-0 cube forms: w2_items
+     * whole items per window, or windows of w2_rows t's within an item).  gwa: the fp32 gw accumulator (gw
+     * itself when it is fp32, else pieces x gw floats at pcb); gwc: the cube forms' chain values (pieces x gw). */
+    int win;
+    int64_t win_rows, w1_rb, n_w1, w2_rows, w2_items, n_w2, off_gwc;
+    float *gwc;
+    int64_t w_r0, w_r1, w_b0, w_b1, w_t0, w_t1;   /* pass 2: the current window (set by the driver) */
     /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
      * the outputs are left partly written.  NULL: never stop. */
     int (*poll)(void *);
@@ -211,6 +228,45 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->gi_ld = ct_min(CT_NCI, Cin);
     P->gw_ld = ct_min(P->gw_nc, Cout);
     P->gi_tile = ct_up(ct_min(CT_MCI, P->RI) * P->gi_ld, CT_ALIGN / 4);
+    /* DY streamed in windows (_conv_stream.h) when its packed copy would exceed CT_WIN_BYTES.  Pass 1 (gi)
+     * windows hold whole gi row blocks plus the K-1 time steps around them that their taps read; pass 2 (gw)
+     * windows are whole blocks of k0 chain rows (layout-0 cube forms: whole items, or k0-aligned t ranges of one
+     * item), so no block and no order changes. */
+    P->dy_ps = P->RO;
+    if (prod && ct_win_force >= 0) {
+        int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cout);
+        int64_t halo = ct_mul_ok(K - 1, B, &ok);
+        int64_t w1_rb = ct_max(1, (target - halo) / CT_MCI);
+        int64_t rows1 = ct_min(P->RO, ct_min(w1_rb, P->n_gi_rb) * CT_MCI + halo);
+        int64_t ka = acc == CT_ACC_SEQ ? 1 : P->k0;
+        int64_t w2 = ct_max(ka, target / ka * ka), rows2, n_w2, items = 0;
+        if (acc != CT_ACC_SEQ && layout == 0) {
+            if (P->T_out <= w2) {
+                items = ct_min(B, ct_max(1, w2 / P->T_out));
+                rows2 = items * P->T_out;
+                n_w2 = ct_cdiv(B, items);
+            } else {
+                rows2 = w2;
+                n_w2 = ct_mul_ok(B, ct_cdiv(P->T_out, w2), &ok);
+            }
+        } else {
+            rows2 = ct_min(w2, P->RO);
+            n_w2 = ct_cdiv(P->RO, w2);
+        }
+        int64_t wr = ct_max(rows1, rows2);
+        if (ok && wr < P->RO) {
+            P->win = 1;
+            P->win_rows = P->dy_ps = wr;
+            P->w1_rb = w1_rb;
+            P->n_w1 = ct_cdiv(P->n_gi_rb, w1_rb);
+            P->w2_rows = w2;
+            P->w2_items = items;
+            P->n_w2 = n_w2;
+            nd = ct_mul_ok(wr, Cout, &ok);
+            if (gw_buf && P->gw_pieces == 1)    /* gw's fp32 sums (at pcb) are cast by the tree tasks */
+                P->n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
+        }
+    }
     /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
     int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
     P->gw_ctile_off = gwt;
@@ -228,7 +284,8 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
     P->off_gbp = o; o += ct_up(ct_mul_ok(P->n_gb_parts, Cout, &ok), CT_ALIGN / 4);
     P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
-    P->off_pcb = o; if (P->gw_pieces > 1 && prod) o += ct_mul_ok(P->gw_pieces, nw, &ok);
+    P->off_pcb = o; if ((P->gw_pieces > 1 && prod) || (P->win && gw_buf)) o += ct_mul_ok(P->gw_pieces, nw, &ok);
+    P->off_gwc = o; if (P->win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->gw_pieces, nw, &ok);
     if (!ok || o > INT64_MAX / 8) return -1;
     P->total_floats = o;
     return 0;
@@ -248,6 +305,9 @@ static void ct_plan_direct(ct_plan *P) {
     if (P->DYp && P->nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
         P->DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
         P->dy_direct = 1;
+        P->win = 0;                                    /* nothing to stream */
+        P->dy_ps = P->RO;
+        if (P->gw_pieces == 1) P->n_post = 0;
     }
     if (P->Xp && P->nxp == 1 && P->RI > 0 && ct_src_dense(&P->x, P->T_in, P->B, P->Cin)) {
         P->Xp = (float *)(uintptr_t)P->x.base;         /* read only */
@@ -1182,7 +1242,7 @@ static void ct_gi_rows_per_k(const ct_plan *P, int64_t u, int64_t v, int64_t R0,
         int64_t a = ct_max(u, lo * P->B), b = ct_min(v, hi * P->B);
         int64_t shift = (P->pad - k) * P->B;
         for (int64_t i = a; i < b; i += MR)
-            ct_gi_ukr(P->isa, ct_min(MR, b - i), wj, P->DYp, P->RO, i + shift, 0, 1, c0, c1, P->Cout,
+            ct_gi_ukr(P->isa, ct_min(MR, b - i), wj, P->DYp, P->dy_ps, i + shift - P->dy_r0, 0, 1, c0, c1, P->Cout,
                       Bp0 + k * P->Cin * P->Cout, 0, cb + (i - R0) * ld + (j0 - J0), ld);
     }
 }
@@ -1215,7 +1275,7 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
                 int64_t MR = ct_gi_mr(P->isa, wj);
                 if (R0 < ia) ct_gi_rows_per_k(P, R0, ia, R0, c0, c1, j0, wj, Bp0, cb, ld, J0);
                 for (int64_t i = ia; i < ib; i += MR)
-                    ct_gi_ukr(P->isa, ct_min(MR, ib - i), wj, P->DYp, P->RO, i + P->pad * P->B, -P->B, P->K, c0,
+                    ct_gi_ukr(P->isa, ct_min(MR, ib - i), wj, P->DYp, P->dy_ps, i + P->pad * P->B - P->dy_r0, -P->B, P->K, c0,
                               c1, P->Cout, Bp0, P->Cin * P->Cout, cb + (i - R0) * ld + (j0 - J0), ld);
                 if (ib < R1) ct_gi_rows_per_k(P, ib, R1, R0, c0, c1, j0, wj, Bp0, cb, ld, J0);
             }
@@ -1238,7 +1298,7 @@ static inline void ct_gw_part(const ct_plan *P, int64_t k, int64_t nk, int64_t p
                               int64_t tile) {
     if (p0 >= p1) return;
     int64_t xs = (k - P->pad) * P->B;
-    const float *Bq = P->DYp + (co / CT_PO) * P->RO * CT_PO + p0 * wq;
+    const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO + (p0 - P->dy_r0) * wq;
     for (int64_t ci = I0; ci < I1; ci += CT_PX) {
         int64_t wi = ct_min(CT_PX, P->Cin - ci);
         const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (p0 + xs) * wi;
@@ -1259,12 +1319,12 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
     int64_t C0 = ob * P->gw_nc, C1 = ct_min(P->Cout, C0 + P->gw_nc), nc = C1 - C0;
     int64_t ld = P->gw_ld, tile = (I1 - I0) * ld;
     int direct = P->gw_dt == CT_DT_F32;                      /* accumulate in the output itself */
-    if (direct) {
-        cb = (float *)P->gw + (k0 * P->Cin + I0) * P->Cout + C0;
+    if (direct || P->win) {                  /* (streamed DY: in gw's fp32 sums at pcb, cast by ct_tree_task) */
+        cb = (direct ? (float *)P->gw : P->pcb) + (k0 * P->Cin + I0) * P->Cout + C0;
         ld = P->Cout;
         tile = P->Cin * P->Cout;
     }
-    for (int64_t kk = 0; kk < G; kk++) {
+    for (int64_t kk = 0; kk < G && !P->win; kk++) {          /* (streamed: zeroed once, before the first window) */
         if (nc == ld) memset(cb + kk * tile, 0, (size_t)((I1 - I0) * ld) * 4);
         else for (int64_t r = 0; r < I1 - I0; r++) memset(cb + kk * tile + r * ld, 0, (size_t)nc * 4);
     }
@@ -1273,6 +1333,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
         #define CT_GW_A(k) (ct_max(0, P->pad - (k)) * P->B)
         #define CT_GW_B(k) (ct_min(P->T_out, P->T_in + P->pad - (k)) * P->B)
         int64_t lo = CT_GW_A(k0 + G - 1), hi = CT_GW_B(k0);
+        if (P->win) { lo = ct_max(lo, P->w_r0); hi = ct_min(hi, P->w_r1); }   /* streamed: this window's rows */
         for (int64_t q0 = lo; q0 < hi; q0 += CT_KCW) {
             int64_t q1 = ct_min(hi, q0 + CT_KCW);
             if (ct_stop(P)) return;
@@ -1302,7 +1363,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
         #undef CT_GW_A
         #undef CT_GW_B
     }
-    if (direct) return;
+    if (direct || P->win) return;
     int64_t es = ct_dt_size(P->gw_dt);
     for (int64_t kk = 0; kk < G; kk++) {
         int64_t k = k0 + kk;
@@ -1318,6 +1379,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
 }
 
 #include "_conv_cube.h"
+#include "_conv_stream.h"
 
 /* gw tasks first: they are the fewest and longest (narrow channels: one task, a chain over every row), so a
  * thread starts each of them while the others share the many short gi tasks (the order tasks run in never

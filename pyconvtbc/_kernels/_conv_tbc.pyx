@@ -59,6 +59,9 @@ cdef extern from "_conv_gemm.h" nogil:
         float *pcb
         int (*poll)(void *) noexcept nogil
         void *poll_ctx
+        int bmajor, win
+        int64_t n_gi_rb, n_gi_jb, n_w1, w1_rb, n_w2, win_rows, off_gwc, dy_ps
+        float *gwc
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
@@ -74,6 +77,13 @@ cdef extern from "_conv_gemm.h" nogil:
     void ct_store_row(int isa, const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat)
     int CT_ALIGN
     int64_t ct_blk[6]
+    int64_t ct_win_force
+    int ct_stop(const ct_plan *P)
+    int64_t ct_win1_begin(ct_plan *P, int64_t w)
+    void ct_win1_pack(const ct_plan *P, int64_t w, int64_t task)
+    int64_t ct_win2_begin(ct_plan *P, int64_t w)
+    void ct_win2_pack(const ct_plan *P, int64_t task)
+    void ct_win_zero(const ct_plan *P)
     int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512
     int ct_gw_pairs_on
 
@@ -91,11 +101,15 @@ cdef extern from "_conv_fwd.h" nogil:
         float *Xp
         float *Wp
         float *cbuf
+        int win
+        int64_t n_w, w_rb, n_rb, n_jb, n_pack_x
     int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
                     int64_t nthreads, int acc, int64_t k0, int out_dt, int pre)
     void ct_fwd_bind(ct_fwd *F)
     void ct_fwd_pack_task(const ct_fwd *F, int64_t task)
     void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb)
+    int64_t ct_fwd_win_begin(ct_fwd *F, int64_t w)
+    void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task)
 
 
 cnp.import_array()
@@ -135,6 +149,9 @@ def isa_supported():
 #                 bits may change)
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
 #   phase_mask    run only some phases: 1 pack, 2 gi, 4 gw (None: 7 = all); results are then garbage
+#   stream_rows   streamed DY (_conv_stream.h): windows of about this many rows whatever DY's size (0: never
+#                 stream; None: stream when the packed DY would exceed 64 MiB).  The same bits either way;
+#                 the workspace size changes, so plan after setting it
 cdef struct _knobs_t:
     int isa
     double par_min
@@ -153,13 +170,14 @@ def _check_blocking(int i, v):
 class _Hooks:
     """The kernels' test and profiling knobs (see above): ``get()``, ``set(**knobs)``, ``override(**knobs)``."""
 
-    names = ("isa", "parallel_min", "blocking", "gw_pairs", "phase_mask")
+    names = ("isa", "parallel_min", "blocking", "gw_pairs", "phase_mask", "stream_rows")
 
     def get(self):
         """The current value of every knob, as a dict."""
         return {"isa": ISA_NAMES[_knobs.isa], "parallel_min": _knobs.par_min,
                 "blocking": tuple(ct_blk[i] for i in range(6)), "gw_pairs": bool(ct_gw_pairs_on),
-                "phase_mask": _knobs.phase_mask}
+                "phase_mask": _knobs.phase_mask,
+                "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force)}
 
     def set(self, **knobs):
         """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
@@ -182,8 +200,14 @@ class _Hooks:
         pairs = 1 if v is None or v else 0
         v = knobs.get("phase_mask")
         mask = 7 if v is None else int(v)
+        v = knobs.get("stream_rows")
+        if v is not None and (isinstance(v, bool) or int(v) != v or v < 0):
+            raise ValueError(f"stream_rows must be None or an int >= 0, got {v!r}")
+        force = 0 if v is None else (-1 if v == 0 else int(v))
         old = {k: v for k, v in self.get().items() if k in knobs}
-        global ct_gw_pairs_on
+        global ct_gw_pairs_on, ct_win_force
+        if "stream_rows" in knobs:
+            ct_win_force = force
         if "isa" in knobs:
             _knobs.isa = isa_code
         if "parallel_min" in knobs:
@@ -288,6 +312,20 @@ def workspace_size(shape, compute, dtypes, num_threads):
     if P.total_floats == 0:
         return 0
     return int(P.total_floats) * 4 + CT_ALIGN   # + alignment slack
+
+
+def stream_windows(shape, compute, dtypes, num_threads):
+    """(pass-1 windows, pass-2 windows) when ``run`` streams DY for this problem (_conv_stream.h), else (0, 0).
+    Arguments as for ``workspace_size``."""
+    cdef ct_plan P
+    if len(dtypes) != 6:
+        raise ValueError(f"dtypes must be (dy, x, w, gi, gw, gb) codes, got {dtypes!r}")
+    if isinstance(compute, tuple):
+        acc, k0, layout = _acc_mode(compute)
+        _plan(&P, shape, int(num_threads), int(compute[0]), int(dtypes[3]), int(dtypes[4]), acc, k0, layout)
+    else:
+        _plan(&P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
+    return (int(P.n_w1), int(P.n_w2)) if P.win else (0, 0)
 
 
 cdef int _src(ct_src *s, op, str name, tuple allowed=_IN_DTYPES) except -1:
@@ -487,7 +525,8 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     P.Wp = fb + P.off_wp if (fb != NULL and P.off_gbp > P.off_wp) else NULL
     P.gbp = fb + P.off_gbp if fb != NULL else NULL
     P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
-    P.pcb = fb + P.off_pcb if (fb != NULL and P.gw_pieces > 1) else NULL
+    P.pcb = fb + P.off_pcb if (fb != NULL and P.off_gwc > P.off_pcb) else NULL
+    P.gwc = fb + P.off_gwc if (fb != NULL and P.win and P.total_floats > P.off_gwc) else NULL
     ct_plan_direct(P)                    # single-panel fp32 operands are read in place (no pack pass)
     # work in "lane flops": narrow channels leave vector lanes idle (gi runs along Cin, gw along Cout, 16 lanes),
     # so their time follows the padded counts, not the true flops; plus the packing passes
@@ -503,7 +542,10 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     P.poll = _poll
     P.poll_ctx = &ctx
     with nogil:
-        _execute(P, threads, knobs.phase_mask)
+        if P.win:
+            _execute_streamed(P, threads)
+        else:
+            _execute(P, threads, knobs.phase_mask)
     del keep
     return _poll_end(&ctx)
 
@@ -547,6 +589,75 @@ cdef void _execute(ct_plan *P, int threads, int phase_mask) noexcept nogil:
     if P.Cout > 0:
         ct_finish_gb(P)
     _stamp(4)
+
+
+cdef void _execute_streamed(ct_plan *P, int threads) noexcept nogil:
+    """Streamed DY (_conv_stream.h): gb sums and the X / W packs, then gi window by window, then gw window by
+    window, then the casts and gb.  The phase mask does not apply."""
+    cdef Py_ssize_t i, a, z, n
+    cdef int64_t w
+    cdef float *dyw = P.DYp
+    cdef int bmajor = P.bmajor
+    _stamp(0)
+    P.DYp = NULL                         # step 0: DY's pack tasks make gb's partial sums only
+    _tasks(P, 0, 0, P.n_pack, threads)
+    P.DYp = dyw
+    _stamp(1)
+    P.bmajor = 0                         # step 1: gi, t-major windows (gi's sums do not depend on the row order)
+    for w in range(P.n_w1):
+        if ct_stop(P):
+            break
+        n = ct_win1_begin(P, w)
+        _tasks(P, 1, w, n, threads)
+        a = P.n_gw + w * P.w1_rb * P.n_gi_jb
+        z = P.n_gw + min(P.n_gi_rb, (w + 1) * P.w1_rb) * P.n_gi_jb
+        _tasks_comp(P, a, z, threads)
+    P.bmajor = bmajor
+    _stamp(2)
+    ct_win_zero(P)                       # step 2: gw, windows in the chains' order
+    for w in range(P.n_w2):
+        if ct_stop(P):
+            break
+        n = ct_win2_begin(P, w)
+        _tasks(P, 2, 0, n, threads)
+        _tasks_comp(P, 0, P.n_gw, threads)
+    _stamp(3)
+    _tasks(P, 3, 0, P.n_post, threads)   # step 3: casts (and the pieces' trees), gb
+    if P.Cout > 0:
+        ct_finish_gb(P)
+    _stamp(4)
+
+
+cdef void _tasks(ct_plan *P, int kind, int64_t w, Py_ssize_t n, int threads) noexcept nogil:
+    """Run n tasks of one kind (0 pack, 1 window pack of pass 1 window w, 2 of pass 2, 3 post)."""
+    cdef Py_ssize_t i
+    if threads <= 1 or n <= 1:
+        for i in range(n):
+            _task(P, kind, w, i)
+    else:
+        for i in prange(n, num_threads=threads, schedule="dynamic"):
+            _task(P, kind, w, i)
+
+
+cdef inline void _task(ct_plan *P, int kind, int64_t w, Py_ssize_t i) noexcept nogil:
+    if kind == 0:
+        ct_pack_task(P, i)
+    elif kind == 1:
+        ct_win1_pack(P, w, i)
+    elif kind == 2:
+        ct_win2_pack(P, i)
+    else:
+        ct_post_task(P, i)
+
+
+cdef void _tasks_comp(ct_plan *P, Py_ssize_t a, Py_ssize_t z, int threads) noexcept nogil:
+    cdef Py_ssize_t i
+    if threads <= 1 or z - a <= 1:
+        for i in range(a, z):
+            ct_comp_task(P, i, P.cbuf)
+    else:
+        for i in prange(a, z, num_threads=threads, schedule="dynamic"):
+            ct_comp_task(P, i, P.cbuf + threadid() * P.cbuf_stride)
 
 
 
@@ -663,6 +774,9 @@ cdef void _execute_fwd(ct_fwd *F, int threads) noexcept nogil:
     cdef Py_ssize_t i
     cdef Py_ssize_t n_pack = F.n_pack
     cdef Py_ssize_t n_comp = F.n_comp
+    if F.win:
+        _execute_fwd_streamed(F, threads)
+        return
     if threads <= 1:
         for i in range(n_pack):
             ct_fwd_pack_task(F, i)
@@ -674,6 +788,30 @@ cdef void _execute_fwd(ct_fwd *F, int threads) noexcept nogil:
                 ct_fwd_pack_task(F, i)
             pyconvtbc_omp_barrier()
             for i in prange(n_comp, schedule="dynamic"):
+                ct_fwd_task(F, i, F.cbuf + threadid() * F.cbuf_stride)
+
+
+cdef void _execute_fwd_streamed(ct_fwd *F, int threads) noexcept nogil:
+    """Streamed x (_conv_fwd.h): w packed whole, then x window by window, each followed by its row blocks."""
+    cdef Py_ssize_t i, n, a, z
+    cdef int64_t w
+    for i in prange(F.n_pack_x, F.n_pack, num_threads=max(1, threads), schedule="dynamic"):
+        ct_fwd_pack_task(F, i)
+    for w in range(F.n_w):
+        if ct_stop(&F.u):
+            break
+        n = ct_fwd_win_begin(F, w)
+        a = w * F.w_rb * F.n_jb
+        z = min(F.n_rb, (w + 1) * F.w_rb) * F.n_jb
+        if threads <= 1:
+            for i in range(n):
+                ct_fwd_win_pack(F, w, i)
+            for i in range(a, z):
+                ct_fwd_task(F, i, F.cbuf)
+        else:
+            for i in prange(n, num_threads=threads, schedule="dynamic"):
+                ct_fwd_win_pack(F, w, i)
+            for i in prange(a, z, num_threads=threads, schedule="dynamic"):
                 ct_fwd_task(F, i, F.cbuf + threadid() * F.cbuf_stride)
 
 
