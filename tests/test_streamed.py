@@ -181,22 +181,34 @@ def test_broadcast_grad_output_is_not_expanded():
 
 
 def test_broadcast_grad_output_through_the_cann_layer():
-    """Phase 1 sizes the workspace for the window, not for the expanded tensor."""
-    from pyconvtbc import enums
+    """An aclTensor over one 4-byte device value with strides (0, 0, 0): phase 1 sizes the workspace for a
+    window, not for the 512 MiB the expanded tensor would pack to, and phase 2's results are exact."""
+    from conftest import acl_problem, phase1, read_back
     T_in, B, Cin, Cout, K_ = 2048, 128, 8, 512, 3
     T_out = T_in - K_ + 1
-    dy = np.broadcast_to(np.float32(0.5), (T_out, B, Cout))
     x = np.ones((T_in, B, Cin), np.float32)
     w = np.ones((K_, Cin, Cout), np.float32)
     b = np.zeros(Cout, np.float32)
-    whole = K.workspace_size((T_in, B, Cin, Cout, K_, 0), (0, 0, 0, 0, 0, 1, 8, 0), (0,) * 6, 1)
-    with K.hooks.override(stream_rows=0):
-        never = K.workspace_size((T_in, B, Cin, Cout, K_, 0), (0, 0, 0, 0, 0, 1, 8, 0), (0,) * 6, 1)
-    assert never >= T_out * B * Cout * 4 > whole
-    gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, 0)
-    assert (gb == 0.5 * T_out * B).all()
-    assert (gw == 0.5 * T_out * B).all()
-    del enums
+    t, p = acl_problem(np.zeros((1, 1, 1), np.float32), x, w, b)
+    rc, one = pc.aclrtMalloc(4)
+    assert rc == 0
+    assert pc.aclrtMemcpy(one, 4, np.array([0.5], np.float32), 4, pc.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    t["self"] = pc.aclCreateTensor([T_out, B, Cout], pc.ACL_FLOAT, [0, 0, 0], 0, pc.ACL_FORMAT_ND, [1], one)
+    assert t["self"] is not None, pc.aclGetRecentErrMsg()
+    rc, ws_size, ex = phase1(t, pad=0)
+    assert rc == 0, pc.aclGetRecentErrMsg()
+    expanded = T_out * B * Cout * 4
+    assert ws_size < expanded // 4, (ws_size, expanded)
+    rc, ws = pc.aclrtMalloc(ws_size)
+    assert rc == 0
+    assert pc.aclnnConvTbcBackward(ws, ws_size, ex, None) == 0, pc.aclGetRecentErrMsg()
+    assert pc.aclrtSynchronizeStream(None) == 0
+    gw = read_back(p["gradWeight"], w.shape, np.float32)
+    gb = read_back(p["gradBias"], b.shape, np.float32)
+    gi = read_back(p["gradInput"], x.shape, np.float32)
+    assert (gb == 0.5 * T_out * B).all() and (gw == 0.5 * T_out * B).all()
+    taps = np.minimum(np.arange(T_in) + 1, K_) - np.maximum(0, np.arange(T_in) - T_out + 1)   # valid taps of t
+    np.testing.assert_array_equal(gi, np.broadcast_to((0.5 * Cout * taps)[:, None, None], gi.shape))
 
 
 def test_streamed_call_can_be_cancelled():
