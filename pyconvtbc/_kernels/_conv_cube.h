@@ -334,6 +334,189 @@ static CT_T256 void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const flo
         }
     }
 }
+/* ------------------------------------------------------------------------------------------------ */
+/* AVX-512, form CT_ACC_CUBE: the same operations in the same order as the AVX2 kernels above, on      */
+/* 16-lane vectors (32 registers hold 24 block sums and the operands)                               */
+/* ------------------------------------------------------------------------------------------------ */
+/* chains += block sums: cm[32*i + 16*v] += s[i][v] for M rows of NV vectors (the chains' L1 tile, 32 floats a row) */
+CT_I512 void ct_chains_add_512(const int M, const int NV, float *cm, __m512 s[12][2]) {
+    _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
+        _mm512_store_ps(cm + 32 * i, _mm512_add_ps(_mm512_load_ps(cm + 32 * i), s[i][0]));
+        if (NV == 2) _mm512_store_ps(cm + 32 * i + 16, _mm512_add_ps(_mm512_load_ps(cm + 32 * i + 16), s[i][1]));
+    }
+}
+
+/* gw: M (<= 8) ci x NV*16 (<= 32) co: 16 block sums in registers, chains in an L1 tile.  As ct_gwc_body_256
+ * (block sums started with a product: a gw chain is never -0). */
+CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
+                             int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                             int64_t ldc, int cin) {
+    __m512 s[12][2];
+    float cm[8 * 32] __attribute__((aligned(64)));
+    __mmask16 m0 = ct_mask16(n), m1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+        _mm512_store_ps(cm + 32 * i, cin ? _mm512_maskz_loadu_ps(m0, Cc + i * ldc) : _mm512_setzero_ps());
+        if (NV == 2)
+            _mm512_store_ps(cm + 32 * i + 16, cin ? _mm512_maskz_loadu_ps(m1, Cc + i * ldc + 16) : _mm512_setzero_ps());
+    }
+    int64_t p = 0, blen = first;
+    while (p < nr) {
+        int64_t e1 = ct_min(nr, p + blen);
+        const float *Aq = A + p * lda, *Bq = B + p * ldb;
+        {
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq), b1 = _mm512_setzero_ps();
+            if (NV == 2) b1 = _mm512_maskz_loadu_ps(m1, Bq + 16);
+            _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                __m512 av = _mm512_set1_ps(Aq[i]);
+                s[i][0] = _mm512_mul_ps(av, b0);
+                if (NV == 2) s[i][1] = _mm512_mul_ps(av, b1);
+            }
+            Aq += lda;
+            Bq += ldb;
+        }
+        for (int64_t q = p + 1; q < e1; q++) {
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq), b1 = _mm512_setzero_ps();
+            if (NV == 2) b1 = _mm512_maskz_loadu_ps(m1, Bq + 16);
+            _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                __m512 av = _mm512_set1_ps(Aq[i]);
+                s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+            }
+            Aq += lda;
+            Bq += ldb;
+        }
+        ct_chains_add_512(M, NV, cm, s);
+        p = e1;
+        blen = k0;
+    }
+    if (!D) {
+        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+            _mm512_mask_storeu_ps(Cc + i * ldc, m0, _mm512_load_ps(cm + 32 * i));
+            if (NV == 2) _mm512_mask_storeu_ps(Cc + i * ldc + 16, m1, _mm512_load_ps(cm + 32 * i + 16));
+        }
+        return;
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+        _mm512_mask_storeu_ps(D + i * ldd, m0,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m0, D + i * ldd), _mm512_load_ps(cm + 32 * i)));
+        if (NV == 2)
+            _mm512_mask_storeu_ps(D + i * ldd + 16, m1, _mm512_add_ps(_mm512_maskz_loadu_ps(m1, D + i * ldd + 16),
+                                                                      _mm512_load_ps(cm + 32 * i + 16)));
+    }
+}
+
+#define CT_GWC512(MM) \
+    case MM: { if (nv == 2) ct_gwc_body_512(MM, 2, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin); \
+               else ct_gwc_body_512(MM, 1, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin); } break;
+
+static CT_T512 void ct_gwc_ukr_512(int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
+                                   int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                                   int64_t ldc, int cin) {
+    int nv = n > 16 ? 2 : 1;                    /* m <= 8 ci (an X panel), n <= 32 co (a DY panel) */
+    switch (m) {
+        CT_GWC512(1) CT_GWC512(2) CT_GWC512(3) CT_GWC512(4) CT_GWC512(5) CT_GWC512(6) CT_GWC512(7) CT_GWC512(8)
+        default: break;
+    }
+}
+
+/* gi: M (<= CT_GIC512_M) rows x NV*16 (<= 32) ci; chains in registers for the whole call (M*NV block sums + as
+ * many chains + 2 weight vectors fit the 32 registers), as ct_gic_body_256 otherwise (+0 added to the chains
+ * before the first block: see there; block sums started with a product). */
+#define CT_GIC512_M 6
+CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
+                             int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
+                             const float *Bp, int64_t ldb, int64_t bk, float *C, int64_t ldc) {
+    __m512 c[CT_GIC512_M][2], s[CT_GIC512_M][2];
+    __mmask16 m0 = ct_mask16(n), m1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+        c[i][0] = _mm512_maskz_loadu_ps(m0, C + i * ldc);
+        c[i][1] = NV == 2 ? _mm512_maskz_loadu_ps(m1, C + i * ldc + 16) : _mm512_setzero_ps();
+    }
+    if (jb0 < jb1) {
+        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+            c[i][0] = _mm512_add_ps(c[i][0], _mm512_setzero_ps());
+            if (NV == 2) c[i][1] = _mm512_add_ps(c[i][1], _mm512_setzero_ps());
+        }
+    }
+    int fast = NV == 2 && n == 32 && ldb == CT_PO && (k0 == 8 || k0 == 16);
+    int64_t full = (Cout / CT_PO) * CT_PO;
+    int64_t g = jb0 / K, kk = jb0 % K;
+    for (int64_t jb = jb0; jb < jb1; jb++) {
+        int64_t lo = g * k0, hi = ct_min(Cout, lo + k0), row = row0 + kk * dk;
+        const float *Bb = Bp + kk * bk + lo * ldb;
+        if (fast && hi == lo + k0 && hi <= full && lo / CT_PO == (hi - 1) / CT_PO) {
+            /* the block's channels inside one full DY panel and a full W panel: constant offsets */
+            int64_t q = lo / CT_PO;
+            const float *Ar = DYp + q * RO * CT_PO + row * CT_PO + (lo - q * CT_PO);
+            {
+                __m512 b0 = _mm512_loadu_ps(Bb), b1 = _mm512_loadu_ps(Bb + 16);
+                _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                    __m512 av = _mm512_set1_ps(Ar[i * CT_PO]);
+                    s[i][0] = _mm512_mul_ps(av, b0);
+                    s[i][1] = _mm512_mul_ps(av, b1);
+                }
+            }
+            const int64_t L = k0;
+            for (int64_t l = 1; l < L; l++) {
+                __m512 b0 = _mm512_loadu_ps(Bb + l * CT_PO), b1 = _mm512_loadu_ps(Bb + l * CT_PO + 16);
+                _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                    __m512 av = _mm512_set1_ps(Ar[i * CT_PO + l]);
+                    s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+                    s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+                }
+            }
+        } else {
+            _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) s[i][0] = s[i][1] = _mm512_setzero_ps();
+            int64_t co = lo;
+            while (co < hi) {   /* the group's channels, split where they cross a DY panel */
+                int64_t q = co / CT_PO, qb = q * CT_PO, wq = ct_min(CT_PO, Cout - qb);
+                int64_t cend = ct_min(hi, qb + wq);
+                const float *Ar = DYp + q * RO * CT_PO + row * wq + (co - qb);
+                for (int64_t l = 0; l < cend - co; l++) {
+                    __m512 b0 = _mm512_maskz_loadu_ps(m0, Bb), b1 = _mm512_setzero_ps();
+                    if (NV == 2) b1 = _mm512_maskz_loadu_ps(m1, Bb + 16);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                        __m512 av = _mm512_set1_ps(Ar[i * wq + l]);
+                        s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+                        if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+                    }
+                    Bb += ldb;
+                }
+                co = cend;
+            }
+        }
+        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+            c[i][0] = _mm512_add_ps(c[i][0], s[i][0]);
+            if (NV == 2) c[i][1] = _mm512_add_ps(c[i][1], s[i][1]);
+        }
+        if (++kk == K) { kk = 0; g++; }
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+        _mm512_mask_storeu_ps(C + i * ldc, m0, c[i][0]);
+        if (NV == 2) _mm512_mask_storeu_ps(C + i * ldc + 16, m1, c[i][1]);
+    }
+}
+
+#define CT_GIC512(MM) \
+    case MM: { if (nv == 2) ct_gic_body_512(MM, 2, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, bk, \
+                                            Ci, ldc); \
+               else ct_gic_body_512(MM, 1, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, bk, Ci, ldc); \
+             } break;
+
+/* rows [i0, i1) of a panel of n (<= 32) columns, in tiles of 12 rows; the panel's weight rows for the blocks
+ * [jb0, jb1) (CT_KCB x 128 bytes) stay in L1 while the rows go by */
+static CT_T512 void ct_gic_rows_512(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
+                                    int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
+                                    int64_t Cout, const float *Bp, int64_t bk, float *C, int64_t ldc) {
+    int nv = n > 16 ? 2 : 1;
+    for (int64_t i = i0; i < i1; i += CT_GIC512_M) {
+        float *Ci = C + (i - i0) * ldc;
+        switch (ct_min(CT_GIC512_M, i1 - i)) {
+            CT_GIC512(1) CT_GIC512(2) CT_GIC512(3) CT_GIC512(4) CT_GIC512(5) CT_GIC512(6) CT_GIC512(7)
+            default: break;
+        }
+    }
+}
 #endif /* CT_X86 */
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -343,6 +526,10 @@ static inline void ct_gwc_ukr(const ct_plan *P, int64_t m, int64_t n, const floa
                               int64_t ldb, int64_t nr, int64_t first, float *D, int64_t ldd, float *Cc, int64_t ldc,
                               int cin) {
 #if CT_X86
+    if (P->isa == CT_ISA_AVX512 && P->acc == CT_ACC_CUBE) {
+        ct_gwc_ukr_512(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
+        return;
+    }
     if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
         ct_gwc_ukr_256(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
         return;
@@ -356,6 +543,11 @@ static inline void ct_gwc_ukr(const ct_plan *P, int64_t m, int64_t n, const floa
 static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t n, int64_t rowoff, int64_t dk,
                                int64_t jb0, int64_t jb1, const float *Bp, float *C, int64_t ldc) {
 #if CT_X86
+    if (P->isa == CT_ISA_AVX512 && P->acc == CT_ACC_CUBE) {
+        ct_gic_rows_512(i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout,
+                        C, ldc);
+        return;
+    }
     if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
         ct_gic_rows_256(i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout,
                         C, ldc);
