@@ -579,6 +579,13 @@ static inline void ct_tile_add(float *dst, int64_t ldd, const float *src, int64_
 /* gi task (cube model): rows [R0, R1) x ci [J0, J1).  Rows are r = t*B + b, or u = b*T_in + t when the panels
  * are b-major.  cb: the task's fp32 tile(s) in the thread's buffer. */
 static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
+    if (P->bmajor && P->DYt) {                   /* the t-major copy of DY: rows r = t*B + b */
+        ct_plan Q = *P;
+        Q.DYp = P->DYt;
+        Q.bmajor = 0;
+        ct_gic_task(&Q, task, cb);
+        return;
+    }
     int64_t rb = task / P->n_gi_jb, jbk = task % P->n_gi_jb;
     int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
     int64_t J0 = jbk * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;

@@ -129,6 +129,10 @@ typedef struct {
     int64_t win_rows, w1_rb, n_w1, w2_rows, w2_items, n_w2, off_gwc;
     float *gwc;
     int64_t w_r0, w_r1, w_b0, w_b1, w_t0, w_t1;   /* pass 2: the current window (set by the driver) */
+    /* b-major panels (bmajor): gradInput reads a second, t-major copy of the packed DY (its row tiles then run
+     * across batch items instead of stopping at each item's edges); NULL when DY is streamed */
+    int64_t off_dyt;
+    float *DYt;
     /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
      * the outputs are left partly written.  NULL: never stop. */
     int (*poll)(void *);
@@ -286,6 +290,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
     P->off_pcb = o; if ((P->gw_pieces > 1 && prod) || (P->win && gw_buf)) o += ct_mul_ok(P->gw_pieces, nw, &ok);
     P->off_gwc = o; if (P->win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->gw_pieces, nw, &ok);
+    P->off_dyt = o; if (P->bmajor && !P->win && prod) o += ct_up(nd, CT_ALIGN / 4);
     if (!ok || o > INT64_MAX / 8) return -1;
     P->total_floats = o;
     return 0;
@@ -1141,9 +1146,18 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
                 ct_decode_rows(P, &P->dy, P->Cout, r2, ct_min(CT_RB, rr + nr - r2), co0, wq, tb + (r2 - rr) * wq);
             ct_gb_partials(P->isa, tb, nr, wq, gout + ((rr - r0) / CT_GBR) * P->Cout, P->Cout);
             ct_round_row(P->isa, tb, nr * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
-            for (int64_t i = 0; i < nr; i++) {
-                int64_t r = rr + i, t = r / P->B, b = r - t * P->B;
-                memcpy(pan + (b * P->T_out + t) * wq, tb + i * wq, (size_t)wq * 4);
+            if (P->DYt) memcpy(P->DYt + q * P->RO * CT_PO + rr * wq, tb, (size_t)(nr * wq) * 4);   /* t-major copy */
+            int64_t t = rr / P->B, b = rr - t * P->B;   /* row rr + i is (t, b), b fastest */
+            if (wq == CT_PO) {
+                for (int64_t i = 0; i < nr; i++) {
+                    memcpy(pan + (b * P->T_out + t) * CT_PO, tb + i * CT_PO, CT_PO * 4);   /* a constant size: inlined */
+                    if (++b == P->B) { b = 0; t++; }
+                }
+            } else {
+                for (int64_t i = 0; i < nr; i++) {
+                    memcpy(pan + (b * P->T_out + t) * wq, tb + i * wq, (size_t)wq * 4);
+                    if (++b == P->B) { b = 0; t++; }
+                }
             }
         }
         return;
@@ -1188,9 +1202,17 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
             const float *s = tmp + (p - p0) * CT_PX;
             if (P->bmajor) {      /* row r = t*B + b goes to b*T_in + t */
                 float *pan = P->Xp + p * P->RI * CT_PX;
-                for (int64_t i = 0; i < nr; i++) {
-                    int64_t r = rr + i, t = r / P->B, b = r - t * P->B;
-                    memcpy(pan + (b * P->T_in + t) * wi, s + i * n, (size_t)wi * 4);
+                int64_t t = rr / P->B, b = rr - t * P->B;
+                if (wi == CT_PX) {
+                    for (int64_t i = 0; i < nr; i++) {
+                        memcpy(pan + (b * P->T_in + t) * CT_PX, s + i * n, CT_PX * 4);   /* constant size: inlined */
+                        if (++b == P->B) { b = 0; t++; }
+                    }
+                } else {
+                    for (int64_t i = 0; i < nr; i++) {
+                        memcpy(pan + (b * P->T_in + t) * wi, s + i * n, (size_t)wi * 4);
+                        if (++b == P->B) { b = 0; t++; }
+                    }
                 }
             } else if (wi == CT_PX) {
                 for (int64_t i = 0; i < nr; i++) memcpy(d + i * CT_PX, s + i * n, CT_PX * 4);

@@ -62,6 +62,8 @@ cdef extern from "_conv_gemm.h" nogil:
         int bmajor, win
         int64_t n_gi_rb, n_gi_jb, n_w1, w1_rb, n_w2, win_rows, off_gwc, dy_ps
         float *gwc
+        int64_t off_dyt
+        float *DYt
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
@@ -526,7 +528,8 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     P.gbp = fb + P.off_gbp if fb != NULL else NULL
     P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
     P.pcb = fb + P.off_pcb if (fb != NULL and P.off_gwc > P.off_pcb) else NULL
-    P.gwc = fb + P.off_gwc if (fb != NULL and P.win and P.total_floats > P.off_gwc) else NULL
+    P.gwc = fb + P.off_gwc if (fb != NULL and P.win and P.off_dyt > P.off_gwc) else NULL
+    P.DYt = fb + P.off_dyt if (fb != NULL and P.total_floats > P.off_dyt) else NULL
     ct_plan_direct(P)                    # single-panel fp32 operands are read in place (no pack pass)
     # work in "lane flops": narrow channels leave vector lanes idle (gi runs along Cin, gw along Cout, 16 lanes),
     # so their time follows the padded counts, not the true flops; plus the packing passes
