@@ -512,7 +512,7 @@ static CT_T512 void ct_gic_rows_512(int64_t i0, int64_t i1, int64_t n, const flo
     for (int64_t i = i0; i < i1; i += CT_GIC512_M) {
         float *Ci = C + (i - i0) * ldc;
         switch (ct_min(CT_GIC512_M, i1 - i)) {
-            CT_GIC512(1) CT_GIC512(2) CT_GIC512(3) CT_GIC512(4) CT_GIC512(5) CT_GIC512(6) CT_GIC512(7)
+            CT_GIC512(1) CT_GIC512(2) CT_GIC512(3) CT_GIC512(4) CT_GIC512(5) CT_GIC512(6)
             default: break;
         }
     }
@@ -576,22 +576,15 @@ static inline void ct_tile_add(float *dst, int64_t ldd, const float *src, int64_
         for (int64_t j = 0; j < cols; j++) dst[r * ldd + j] = dst[r * ldd + j] + src[r * lds + j];
 }
 
-/* gi task (cube model): rows [R0, R1) x ci [J0, J1).  Rows are r = t*B + b, or u = b*T_in + t when the panels
- * are b-major.  cb: the task's fp32 tile(s) in the thread's buffer. */
+/* gi task (cube model): rows [R0, R1) x ci [J0, J1), rows r = t*B + b.  cb: the task's fp32 tile(s) in the
+ * thread's buffer. */
 static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
-    if (P->bmajor && P->DYt) {                   /* the t-major copy of DY: rows r = t*B + b */
-        ct_plan Q = *P;
-        Q.DYp = P->DYt;
-        Q.bmajor = 0;
-        ct_gic_task(&Q, task, cb);
-        return;
-    }
     int64_t rb = task / P->n_gi_jb, jbk = task % P->n_gi_jb;
     int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
     int64_t J0 = jbk * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
     int64_t ld = P->gi_ld, rows = R1 - R0;
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
-    int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32 && !P->bmajor;
+    int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;
     /* ch: the chain; out: where finished segments are added (only with segments) */
     float *ch = cb, *out = NULL;
     int64_t lch = ld, lout = ld;
@@ -610,16 +603,8 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
         for (int64_t j0b = 0; j0b < nblk;) {
             int64_t j1b = ct_min(nblk, j0b + step);
             if (P->gi_seg > 0) j1b = ct_min(j1b, (j0b / P->gi_seg + 1) * P->gi_seg);
-            /* row segments: t-major, the whole task (t = u / B); b-major, the rows of one b (t = u - b*T_in) */
-            for (int64_t u0 = R0; u0 < R1;) {
-                int64_t u1 = R1, base = 0, unit = P->B, dyoff = P->pad * P->B - P->dy_r0;
-                if (P->bmajor) {
-                    int64_t bb = u0 / P->T_in;
-                    base = bb * P->T_in;
-                    u1 = ct_min(R1, base + P->T_in);
-                    unit = 1;
-                    dyoff = bb * (P->T_out - P->T_in) + P->pad;
-                }
+            {
+                int64_t u0 = R0, u1 = R1, base = 0, unit = P->B, dyoff = P->pad * P->B - P->dy_r0;
                 /* rows where every tap is valid */
                 int64_t ia = ct_max(u0, base + ct_max(0, K - 1 - P->pad) * unit);
                 int64_t ib = ct_min(u1, base + ct_min(P->T_in, P->T_out - P->pad) * unit);
@@ -642,7 +627,6 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
                     }
                     if (ia < ib) ct_gic_rows(P, ia, ib, wj, dyoff, -unit, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
                 }
-                u0 = u1;
             }
             if (out && (j1b % P->gi_seg == 0 || j1b == nblk)) {   /* a segment ends: add it, start a new chain */
                 ct_tile_add(out, lout, ch, lch, rows, nc);
@@ -655,10 +639,8 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
     float *res = out ? out : ch;
     int64_t lres = out ? lout : lch, es = ct_dt_size(P->gi_dt);
     pre = ct_round_for(P->gi_dt, pre);
-    for (int64_t u = R0; u < R1; u++) {
-        int64_t r = P->bmajor ? (u % P->T_in) * P->B + u / P->T_in : u;
-        ct_store_row(P->isa, res + (u - R0) * lres, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, CT_HIF8_TA, 0);
-    }
+    for (int64_t r = R0; r < R1; r++)
+        ct_store_row(P->isa, res + (r - R0) * lres, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, CT_HIF8_TA, 0);
 }
 
 /* The part of a gw task that one row chunk [q0, q1) of its chains makes: for every (co panel, tap k, ci panel),
@@ -673,11 +655,21 @@ typedef struct {
 } ct_gw_tile;
 
 static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
-                         int64_t U, int64_t st, int64_t xb, int64_t yb) {
+                         int64_t U, int64_t stx, int64_t sty, int64_t xb, int64_t yb, float *ybuf) {
     int64_t k0b = P->k0;
     for (int64_t co = T->C0; co < T->C1; co += CT_PO) {
         int64_t wq = ct_min(CT_PO, P->Cout - co);
         const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO;
+        int64_t yr = yb, ys = sty;
+        if (ybuf) {          /* the chunk's DY rows (yb + u*sty), contiguous in ybuf: every k and ci panel reads them */
+            if (wq == CT_PO)   /* a constant size: inlined */
+                for (int64_t u = q0; u < q1; u++) memcpy(ybuf + (u - q0) * CT_PO, Bq + (yb + u * sty) * CT_PO, CT_PO * 4);
+            else
+                for (int64_t u = q0; u < q1; u++) memcpy(ybuf + (u - q0) * wq, Bq + (yb + u * sty) * wq, (size_t)wq * 4);
+            Bq = ybuf;
+            yr = -q0;
+            ys = 1;
+        }
         for (int64_t k = T->k0; k < T->k0 + T->G; k++) {
             int64_t ca = ct_max(cs0, ct_max(0, P->pad - k) * U);              /* the chain's rows for tap k */
             int64_t cz = ct_min(cs1, ct_min(P->T_out, P->T_in + P->pad - k) * U);
@@ -687,9 +679,9 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
             int cin = a > ca, fin = z == cz || !T->cc;
             for (int64_t ci = T->I0; ci < T->I1; ci += CT_PX) {
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
-                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (xb + (a + (k - P->pad) * U) * st) * wi;
+                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (xb + (a + (k - P->pad) * U) * stx) * wi;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
-                ct_gwc_ukr(P, wi, wq, Ap, st * wi, Bq + (yb + a * st) * wq, st * wq, z - a, first,
+                ct_gwc_ukr(P, wi, wq, Ap, stx * wi, Bq + (yr + a * ys) * wq, ys * wq, z - a, first,
                            fin ? T->cb + kt * T->tile + o : NULL, T->ld,
                            T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc, cin);
             }
@@ -742,11 +734,14 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
             for (int64_t bi = bi0; bi < bi1; bi++) {
                 int64_t b = P->perm ? P->perm[bi] : bi;
                 /* row of (t, b): b-major panels b*T + t (B > 1), else t*B + b (B == 1: the same rows) */
-                int64_t xb = P->bmajor ? b * P->T_in : b, yb = P->bmajor ? b * P->T_out : b;
-                if (P->win) yb = (bi - bi0) * (tz - ta) - ta;
+                /* X row of (t, b): b-major b*T_in + t (B > 1), else t (B == 1); DY row: t-major t*B + b, copied
+                 * chunk by chunk into ybuf (B > 1), or the streamed window's item-major rows */
+                int64_t xb = P->bmajor ? b * P->T_in : b, stx = P->bmajor ? 1 : B, yb = b, sty = B;
+                if (P->win) { yb = (bi - bi0) * (tz - ta) - ta; sty = 1; }
+                float *yv = P->bmajor && !P->win ? cbase + P->gw_ybuf_off : NULL;
                 for (int64_t t0 = ta; t0 < tz; t0 += CH) {
                     if (ct_stop(P)) return;
-                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, P->bmajor ? 1 : B, xb, yb);
+                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, xb, yb, yv);
                 }
             }
         } else {                                 /* positions t*B + b: this piece's segments, each a chain */
@@ -758,7 +753,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                 int64_t qa = P->win ? ct_max(s0, P->w_r0) : s0, qz = P->win ? ct_min(s1, P->w_r1) : s1;
                 for (int64_t q0 = qa; q0 < qz; q0 += CH) {
                     if (ct_stop(P)) return;
-                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 0, -P->dy_r0);
+                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 0, -P->dy_r0, NULL);
                 }
             }
         }

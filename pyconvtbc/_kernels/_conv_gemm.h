@@ -115,7 +115,7 @@ typedef struct {
     int64_t gi_tile;                      /* floats of one gi tile in cbuf (two with gi segments) */
     int64_t off_pcb, n_post;              /* piece sums (P x K*Cin*Cout floats); pairwise-tree tasks */
     float *pcb;
-    int bmajor;                           /* DYp / Xp rows in b-major order: row b*T + t (layout 0 cube forms) */
+    int bmajor;                           /* Xp rows in b-major order: row b*T_in + t (layout 0 cube forms, B > 1) */
     int64_t gw_ctile_off;                 /* floats from a thread's cbuf to its gw chain tile (cube forms) */
     /* DYp's geometry: rows per panel (panel q starts at DYp + q*dy_ps*CT_PO) and the DY row at its row 0 (t-major
      * rows; RO and 0 unless DY is streamed) */
@@ -129,10 +129,9 @@ typedef struct {
     int64_t win_rows, w1_rb, n_w1, w2_rows, w2_items, n_w2, off_gwc;
     float *gwc;
     int64_t w_r0, w_r1, w_b0, w_b1, w_t0, w_t1;   /* pass 2: the current window (set by the driver) */
-    /* b-major panels (bmajor): gradInput reads a second, t-major copy of the packed DY (its row tiles then run
-     * across batch items instead of stopping at each item's edges); NULL when DY is streamed */
-    int64_t off_dyt;
-    float *DYt;
+    /* bmajor: floats from a thread's cbuf to its copy of one item's DY rows (a row chunk of one co panel), which
+     * gradWeight's per-item chains read instead of the t-major rows B rows apart */
+    int64_t gw_ybuf_off;
     /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
      * the outputs are left partly written.  NULL: never stop. */
     int (*poll)(void *);
@@ -159,8 +158,8 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0 || nthreads < 1) return -1;
     if (acc < CT_ACC_SEQ || acc > CT_ACC_RZ || (acc != CT_ACC_SEQ && (k0 < 1 || k0 > 64 || layout < 0 || layout > 1))) return -1;
     P->acc = acc; P->k0 = k0 > 0 ? k0 : 1; P->layout = layout;
-    /* the per-item gradWeight chains of layout 0 read the rows of one b: keep them contiguous (the t-major rows
-     * of one b are B rows apart: power-of-two strides then alias in L1) */
+    /* the per-item gradWeight chains of layout 0 read the rows of one b: keep X's contiguous, and copy DY's (the
+     * t-major rows of one b are B rows apart: power-of-two strides then alias in L1) */
     P->bmajor = acc != CT_ACC_SEQ && layout == 0 && B > 1;
     P->T_in = T_in; P->B = B; P->Cin = Cin; P->Cout = Cout; P->K = K; P->pad = pad;
     P->T_out = T_in + 2 * pad - K + 1;
@@ -275,7 +274,9 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
     P->gw_ctile_off = gwt;
     if (acc != CT_ACC_SEQ && prod) gwt += P->gw_kg * P->gw_mc * P->gw_ld;
-    int64_t cb = ct_max(gi_buf || P->gi_seg || P->bmajor ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
+    P->gw_ybuf_off = gwt;
+    if (P->bmajor && prod) gwt += ct_max(1, CT_KCW / P->k0) * P->k0 * CT_PO;    /* one chunk of one co panel */
+    int64_t cb = ct_max(gi_buf || P->gi_seg ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
     P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
@@ -290,7 +291,6 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
     P->off_pcb = o; if ((P->gw_pieces > 1 && prod) || (P->win && gw_buf)) o += ct_mul_ok(P->gw_pieces, nw, &ok);
     P->off_gwc = o; if (P->win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->gw_pieces, nw, &ok);
-    P->off_dyt = o; if (P->bmajor && !P->win && prod) o += ct_up(nd, CT_ALIGN / 4);
     if (!ok || o > INT64_MAX / 8) return -1;
     P->total_floats = o;
     return 0;
@@ -306,7 +306,7 @@ static int ct_src_dense(const ct_src *S, int64_t T, int64_t B, int64_t C) {
     return (C <= 1 || S->s2 == 4) && (B <= 1 || S->s1 == 4 * C) && (T <= 1 || S->s0 == 4 * B * C);
 }
 static void ct_plan_direct(ct_plan *P) {
-    if (P->compute != CT_C_FP32 || P->bmajor) return;
+    if (P->compute != CT_C_FP32) return;
     if (P->DYp && P->nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
         P->DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
         P->dy_direct = 1;
@@ -314,7 +314,7 @@ static void ct_plan_direct(ct_plan *P) {
         P->dy_ps = P->RO;
         if (P->gw_pieces == 1) P->n_post = 0;
     }
-    if (P->Xp && P->nxp == 1 && P->RI > 0 && ct_src_dense(&P->x, P->T_in, P->B, P->Cin)) {
+    if (P->Xp && P->nxp == 1 && P->RI > 0 && !P->bmajor && ct_src_dense(&P->x, P->T_in, P->B, P->Cin)) {
         P->Xp = (float *)(uintptr_t)P->x.base;         /* read only */
         P->x_direct = 1;
         P->n_pack = P->n_pack - P->n_pack_x;
@@ -1134,32 +1134,6 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
     float *gout = P->gbp + (chunk * (CT_PR / CT_GBR)) * P->Cout + co0;
     if (P->dy_direct) {                                          /* the panel is the caller's DY: gb only */
         ct_gb_partials(P->isa, P->DYp + r0 * wq, r1 - r0, wq, gout, P->Cout);
-        return;
-    }
-    if (P->DYp && P->bmajor) {
-        /* b-major panel: decode CT_GBR rows at a time (gb's partials are the same chains), round, scatter */
-        float tb[CT_GBR * CT_PO];
-        float *pan = P->DYp + q * P->RO * CT_PO;
-        for (int64_t rr = r0; rr < r1; rr += CT_GBR) {
-            int64_t nr = ct_min(CT_GBR, r1 - rr);
-            for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
-                ct_decode_rows(P, &P->dy, P->Cout, r2, ct_min(CT_RB, rr + nr - r2), co0, wq, tb + (r2 - rr) * wq);
-            ct_gb_partials(P->isa, tb, nr, wq, gout + ((rr - r0) / CT_GBR) * P->Cout, P->Cout);
-            ct_round_row(P->isa, tb, nr * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
-            if (P->DYt) memcpy(P->DYt + q * P->RO * CT_PO + rr * wq, tb, (size_t)(nr * wq) * 4);   /* t-major copy */
-            int64_t t = rr / P->B, b = rr - t * P->B;   /* row rr + i is (t, b), b fastest */
-            if (wq == CT_PO) {
-                for (int64_t i = 0; i < nr; i++) {
-                    memcpy(pan + (b * P->T_out + t) * CT_PO, tb + i * CT_PO, CT_PO * 4);   /* a constant size: inlined */
-                    if (++b == P->B) { b = 0; t++; }
-                }
-            } else {
-                for (int64_t i = 0; i < nr; i++) {
-                    memcpy(pan + (b * P->T_out + t) * wq, tb + i * wq, (size_t)wq * 4);
-                    if (++b == P->B) { b = 0; t++; }
-                }
-            }
-        }
         return;
     }
     if (P->DYp) {

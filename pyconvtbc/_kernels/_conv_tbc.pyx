@@ -59,11 +59,9 @@ cdef extern from "_conv_gemm.h" nogil:
         float *pcb
         int (*poll)(void *) noexcept nogil
         void *poll_ctx
-        int bmajor, win
+        int win
         int64_t n_gi_rb, n_gi_jb, n_w1, w1_rb, n_w2, win_rows, off_gwc, dy_ps
         float *gwc
-        int64_t off_dyt
-        float *DYt
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
@@ -528,8 +526,7 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     P.gbp = fb + P.off_gbp if fb != NULL else NULL
     P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
     P.pcb = fb + P.off_pcb if (fb != NULL and P.off_gwc > P.off_pcb) else NULL
-    P.gwc = fb + P.off_gwc if (fb != NULL and P.win and P.off_dyt > P.off_gwc) else NULL
-    P.DYt = fb + P.off_dyt if (fb != NULL and P.total_floats > P.off_dyt) else NULL
+    P.gwc = fb + P.off_gwc if (fb != NULL and P.win and P.total_floats > P.off_gwc) else NULL
     ct_plan_direct(P)                    # single-panel fp32 operands are read in place (no pack pass)
     # work in "lane flops": narrow channels leave vector lanes idle (gi runs along Cin, gw along Cout, 16 lanes),
     # so their time follows the padded counts, not the true flops; plus the packing passes
@@ -600,14 +597,12 @@ cdef void _execute_streamed(ct_plan *P, int threads) noexcept nogil:
     cdef Py_ssize_t i, a, z, n
     cdef int64_t w
     cdef float *dyw = P.DYp
-    cdef int bmajor = P.bmajor
     _stamp(0)
     P.DYp = NULL                         # step 0: DY's pack tasks make gb's partial sums only
     _tasks(P, 0, 0, P.n_pack, threads)
     P.DYp = dyw
     _stamp(1)
-    P.bmajor = 0                         # step 1: gi, t-major windows (gi's sums do not depend on the row order)
-    for w in range(P.n_w1):
+    for w in range(P.n_w1):               # step 1: gi, windows of t-major rows
         if ct_stop(P):
             break
         n = ct_win1_begin(P, w)
@@ -615,7 +610,6 @@ cdef void _execute_streamed(ct_plan *P, int threads) noexcept nogil:
         a = P.n_gw + w * P.w1_rb * P.n_gi_jb
         z = P.n_gw + min(P.n_gi_rb, (w + 1) * P.w1_rb) * P.n_gi_jb
         _tasks_comp(P, a, z, threads)
-    P.bmajor = bmajor
     _stamp(2)
     ct_win_zero(P)                       # step 2: gw, windows in the chains' order
     for w in range(P.n_w2):
