@@ -20,8 +20,8 @@
  *     chained and added into the output in order.
  * Positions outside the sequence (padding) contribute nothing (they are skipped, not multiplied by 0).
  * Each output element is computed by one task in this order, so no result depends on the thread count, the
- * blocking or the instruction set: the AVX2 "cube" kernels below (used on AVX2 and AVX-512 CPUs) and the
- * generic ones (portable builds, and the float64 forms) perform the same operations in the same order
+ * blocking or the instruction set: the AVX2 and AVX-512 "cube" kernels below and the generic ones (portable
+ * builds, and the float64 forms) perform the same operations in the same order
  * (tests/test_accumulation.py checks every path against an independent model).
  */
 #ifndef PYCONVTBC_CONV_CUBE_H
@@ -120,7 +120,7 @@ static void ct_gic_gen(int form, int64_t m, int64_t n, const float *DYp, int64_t
 
 #if CT_X86
 /* ------------------------------------------------------------------------------------------------ */
-/* AVX2 + FMA, form CT_ACC_CUBE (also used on AVX-512 CPUs): block sums in registers, chains in memory   */
+/* AVX2 + FMA, form CT_ACC_CUBE: block sums in registers, chains in memory (AVX-512 CPUs: the kernels below) */
 /* ------------------------------------------------------------------------------------------------ */
 /* loads / stores of the first n (0..8) lanes; plain ones when all 8 are wanted (AMD's masked stores are slow,
  * and a masked store followed by a load of the same line stalls) */
