@@ -456,13 +456,23 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
                     s[i][1] = _mm512_mul_ps(av, b1);
                 }
             }
-            const int64_t L = k0;
-            for (int64_t l = 1; l < L; l++) {
-                __m512 b0 = _mm512_loadu_ps(Bb + l * CT_PO), b1 = _mm512_loadu_ps(Bb + l * CT_PO + 16);
-                _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-                    __m512 av = _mm512_set1_ps(Ar[i * CT_PO + l]);
-                    s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
-                    s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+            if (k0 == 8) {
+                _Pragma("GCC unroll 8") for (int l = 1; l < 8; l++) {
+                    __m512 b0 = _mm512_loadu_ps(Bb + l * CT_PO), b1 = _mm512_loadu_ps(Bb + l * CT_PO + 16);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                        __m512 av = _mm512_set1_ps(Ar[i * CT_PO + l]);
+                        s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+                        s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+                    }
+                }
+            } else {
+                for (int64_t l = 1; l < k0; l++) {
+                    __m512 b0 = _mm512_loadu_ps(Bb + l * CT_PO), b1 = _mm512_loadu_ps(Bb + l * CT_PO + 16);
+                    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                        __m512 av = _mm512_set1_ps(Ar[i * CT_PO + l]);
+                        s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+                        s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+                    }
                 }
             }
         } else {
