@@ -298,17 +298,22 @@ cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, i
     return 0
 
 
-def workspace_size(shape, compute, dtypes, num_threads):
-    """Bytes of workspace ``run`` needs for this problem (packed operands, gb partial sums, per-thread tiles,
-    piece sums).  compute: the compute precision (sequential form) or a whole mode tuple (see ``run``)."""
-    cdef ct_plan P
+cdef int _plan_sizes(ct_plan *P, shape, compute, dtypes, num_threads) except -1:
+    """The plan of ``workspace_size`` / ``stream_windows``: compute is a compute precision (sequential form) or
+    a whole mode tuple (see ``run``); dtypes the six (dy, x, w, gi, gw, gb) codes."""
     if len(dtypes) != 6:
         raise ValueError(f"dtypes must be (dy, x, w, gi, gw, gb) codes, got {dtypes!r}")
     if isinstance(compute, tuple):
         acc, k0, layout = _acc_mode(compute)
-        _plan(&P, shape, int(num_threads), int(compute[0]), int(dtypes[3]), int(dtypes[4]), acc, k0, layout)
-    else:
-        _plan(&P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
+        return _plan(P, shape, int(num_threads), int(compute[0]), int(dtypes[3]), int(dtypes[4]), acc, k0, layout)
+    return _plan(P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
+
+
+def workspace_size(shape, compute, dtypes, num_threads):
+    """Bytes of workspace ``run`` needs for this problem (packed operands, gb partial sums, per-thread tiles,
+    piece sums).  compute: the compute precision (sequential form) or a whole mode tuple (see ``run``)."""
+    cdef ct_plan P
+    _plan_sizes(&P, shape, compute, dtypes, num_threads)
     if P.total_floats == 0:
         return 0
     return int(P.total_floats) * 4 + CT_ALIGN   # + alignment slack
@@ -318,13 +323,7 @@ def stream_windows(shape, compute, dtypes, num_threads):
     """(pass-1 windows, pass-2 windows) when ``run`` streams DY for this problem (_conv_stream.h), else (0, 0).
     Arguments as for ``workspace_size``."""
     cdef ct_plan P
-    if len(dtypes) != 6:
-        raise ValueError(f"dtypes must be (dy, x, w, gi, gw, gb) codes, got {dtypes!r}")
-    if isinstance(compute, tuple):
-        acc, k0, layout = _acc_mode(compute)
-        _plan(&P, shape, int(num_threads), int(compute[0]), int(dtypes[3]), int(dtypes[4]), acc, k0, layout)
-    else:
-        _plan(&P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
+    _plan_sizes(&P, shape, compute, dtypes, num_threads)
     return (int(P.n_w1), int(P.n_w2)) if P.win else (0, 0)
 
 
