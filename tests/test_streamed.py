@@ -215,10 +215,10 @@ def test_streamed_call_can_be_cancelled():
     """The window loops stop at the next task when the call is interrupted (the cancel flag of ``run``)."""
     import threading
     import time
-    T_in, B, Cin, Cout, K_ = 3000, 64, 64, 256, 3
+    T_in, B, Cin, Cout, K_ = 3000, 64, 64, 256, 9           # ~110 GFLOP: far longer than the 0.05 s timer
     T_out = T_in - K_ + 1
     dy = np.broadcast_to(np.float32(1.0), (T_out, B, Cout))
-    x = np.ones((T_in, B, Cin), np.float32)
+    x = np.broadcast_to(np.float32(1.0), (T_in, B, Cin))
     w = np.ones((K_, Cin, Cout), np.float32)
     gi = np.empty((T_in, B, Cin), np.float32)
     gw = np.empty((K_, Cin, Cout), np.float32)
@@ -232,7 +232,7 @@ def test_streamed_call_can_be_cancelled():
         threading.Timer(0.05, lambda: flag.__setitem__(0, 1)).start()
         t0 = time.perf_counter()
         with pytest.raises(K.Cancelled):
-            K.run((dy.ctypes.data, 0, 0, 0, 0), (x.ctypes.data, *x.strides, 0), (w.ctypes.data, *w.strides, 0),
+            K.run((dy.ctypes.data, 0, 0, 0, 0), (x.ctypes.data, 0, 0, 0, 0), (w.ctypes.data, *w.strides, 0),
                   (gi.ctypes.data, 0), (gw.ctypes.data, 0), (gb.ctypes.data, 0), shape, mode,
                   ws.ctypes.data, ws.size, 2, cancel=flag)
         assert time.perf_counter() - t0 < 2.0
