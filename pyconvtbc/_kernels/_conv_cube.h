@@ -613,30 +613,28 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
         for (int64_t j0b = 0; j0b < nblk;) {
             int64_t j1b = ct_min(nblk, j0b + step);
             if (P->gi_seg > 0) j1b = ct_min(j1b, (j0b / P->gi_seg + 1) * P->gi_seg);
-            {
-                int64_t u0 = R0, u1 = R1, base = 0, unit = P->B, dyoff = P->pad * P->B - P->dy_r0;
-                /* rows where every tap is valid */
-                int64_t ia = ct_max(u0, base + ct_max(0, K - 1 - P->pad) * unit);
-                int64_t ib = ct_min(u1, base + ct_min(P->T_in, P->T_out - P->pad) * unit);
-                if (ia >= ib) ia = ib = u1;
-                for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
-                    int64_t wj = ct_min(CT_PO, P->Cin - j0);
-                    const float *Bp0 = P->Wp + j0 * P->Cout;               /* tap 0, co 0 of this ci panel */
-                    float *cj = ch + (j0 - J0);
-                    /* rows missing some taps: one block at a time, over the rows valid for its tap */
-                    for (int side = 0; side < 2; side++) {
-                        int64_t u = side ? ib : u0, v = side ? u1 : ia;
-                        if (u >= v) continue;
-                        for (int64_t jb = j0b; jb < j1b; jb++) {
-                            int64_t k = jb % K;
-                            int64_t lo = ct_max(0, k - P->pad), hi = ct_min(P->T_in, P->T_out + k - P->pad);
-                            int64_t a = ct_max(u, base + lo * unit), b = ct_min(v, base + hi * unit);
-                            if (a < b)
-                                ct_gic_rows(P, a, b, wj, dyoff, -unit, jb, jb + 1, Bp0, cj + (a - R0) * lch, lch);
-                        }
+            /* rows where every tap is valid; row r reads DY row r + dyoff for tap 0, one time step (B rows) less
+             * per tap */
+            int64_t B = P->B, dyoff = P->pad * B - P->dy_r0;
+            int64_t ia = ct_max(R0, ct_max(0, K - 1 - P->pad) * B);
+            int64_t ib = ct_min(R1, ct_min(P->T_in, P->T_out - P->pad) * B);
+            if (ia >= ib) ia = ib = R1;
+            for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
+                int64_t wj = ct_min(CT_PO, P->Cin - j0);
+                const float *Bp0 = P->Wp + j0 * P->Cout;               /* tap 0, co 0 of this ci panel */
+                float *cj = ch + (j0 - J0);
+                /* rows missing some taps: one block at a time, over the rows valid for its tap */
+                for (int side = 0; side < 2; side++) {
+                    int64_t u = side ? ib : R0, v = side ? R1 : ia;
+                    if (u >= v) continue;
+                    for (int64_t jb = j0b; jb < j1b; jb++) {
+                        int64_t k = jb % K;
+                        int64_t lo = ct_max(0, k - P->pad), hi = ct_min(P->T_in, P->T_out + k - P->pad);
+                        int64_t a = ct_max(u, lo * B), b = ct_min(v, hi * B);
+                        if (a < b) ct_gic_rows(P, a, b, wj, dyoff, -B, jb, jb + 1, Bp0, cj + (a - R0) * lch, lch);
                     }
-                    if (ia < ib) ct_gic_rows(P, ia, ib, wj, dyoff, -unit, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
                 }
+                if (ia < ib) ct_gic_rows(P, ia, ib, wj, dyoff, -B, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
             }
             if (out && (j1b % P->gi_seg == 0 || j1b == nblk)) {   /* a segment ends: add it, start a new chain */
                 ct_tile_add(out, lout, ch, lch, rows, nc);
