@@ -288,3 +288,28 @@ def test_broadcast_forward_input_is_not_expanded():
         ok = (t + k - pad >= 0) & (t + k - pad < T_in)
         want[ok] += per_tap[k]
     np.testing.assert_array_equal(out, np.broadcast_to(want[:, None, :], out.shape))
+
+
+@pytest.mark.parametrize("form", ["cube", "sequential"])
+def test_streamed_forward_hifloat8_inputs_equal_whole(form):
+    """ascend950's HiFloat8 operands (uint8 codes in, codes out) are decoded while a window is packed, as when x
+    is packed whole: the same codes."""
+    from test_forward import hif8_codes
+    rng = np.random.default_rng(8)
+    T_in, B, Cin, Cout, K_, pad = 300, 3, 45, 20, 3, 1
+    x = hif8_codes(rng, (T_in, B, Cin))
+    w = hif8_codes(rng, (K_, Cin, Cout))
+    b = R.grid(rng, (Cout,), bits=10, emin=-8, emax=-2)
+    kw = dict(soc="ascend950", hif8_inputs=True, accumulation=form)
+    seen = []
+    real = NL._workspace
+    NL._workspace = lambda n: seen.append(n) or real(n)
+    try:
+        want = _fwd(0, x, w, b, pad, **kw)
+        for rows in (1, 200):
+            got = _fwd(rows, x, w, b, pad, num_threads=2, **kw)
+            assert got.dtype == np.uint8
+            np.testing.assert_array_equal(got, want)
+    finally:
+        NL._workspace = real
+    assert seen[1] < seen[0] and seen[2] < seen[0]        # the windows are smaller than the whole packed x
