@@ -119,10 +119,7 @@ static void ct_fwd_pack_x(const ct_fwd *F, int64_t task) {
     int64_t chunk = task / F->nxq, q = task % F->nxq;
     int64_t r0 = chunk * CT_PR, r1 = ct_min(F->RI, r0 + CT_PR);
     int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
-    float *v = F->Xp + q * F->RI * CT_PO + r0 * wq;
-    for (int64_t rr = r0; rr < r1; rr += CT_RB)
-        ct_decode_rows(&F->u, &F->x, F->Cin, rr, ct_min(CT_RB, r1 - rr), c0, wq, v + (rr - r0) * wq);
-    ct_round_row(F->isa, v, (r1 - r0) * wq, ct_round_for(F->x.dt, F->compute), F->hbits, F->hrnd);
+    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->RI * CT_PO + r0 * wq);
 }
 
 /* pack w: Wp[k][co panel p][ci][wj] = w[k, ci, 32p + j] (rows of w read along co: no transpose), rounded to C */
@@ -161,10 +158,7 @@ static void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task) {
     ct_fwd_win_rows(F, w, &ra, &rz);
     int64_t c = task / F->nxq, q = task % F->nxq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
     int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
-    float *v = F->Xp + q * F->u.dy_ps * CT_PO + (r0 - ra) * wq;
-    for (int64_t rr = r0; rr < r1; rr += CT_RB)
-        ct_decode_rows(&F->u, &F->x, F->Cin, rr, ct_min(CT_RB, r1 - rr), c0, wq, v + (rr - r0) * wq);
-    ct_round_row(F->isa, v, (r1 - r0) * wq, ct_round_for(F->x.dt, F->compute), F->hbits, F->hrnd);
+    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->u.dy_ps * CT_PO + (r0 - ra) * wq);
 }
 
 static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {

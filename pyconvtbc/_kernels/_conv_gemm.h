@@ -1054,6 +1054,15 @@ static void ct_decode_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t
     }
 }
 
+/* rows [r, r + n) of source S (C channels), channels [c0, c0 + w), into v as [n][w] fp32, rounded to C: one panel's
+ * rows, as the packs of a whole operand and of a streamed window store them (P: sizes, isa, compute, HF32 bits) */
+static void ct_pack_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t r, int64_t n, int64_t c0, int64_t w,
+                         float *v) {
+    for (int64_t rr = r; rr < r + n; rr += CT_RB)
+        ct_decode_rows(P, S, C, rr, ct_min(CT_RB, r + n - rr), c0, w, v + (rr - r) * w);
+    ct_round_row(P->isa, v, n * w, ct_round_for(S->dt, P->compute), P->hbits, P->hrnd);
+}
+
 /* gb partial sums (see ct_gb_partials), one scalar chain per channel and partial */
 static void ct_gb_partials_port(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
     float g[CT_PR / CT_GBR][CT_PO];

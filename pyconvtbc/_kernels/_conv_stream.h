@@ -20,10 +20,7 @@
 /* pack DY rows [r, r + n) (t-major) of panel q at buffer row r - dy_r0, rounded to C */
 static void ct_win_pack_rows(const ct_plan *P, int64_t q, int64_t r, int64_t n) {
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
-    float *v = P->DYp + q * P->dy_ps * CT_PO + (r - P->dy_r0) * wq;
-    for (int64_t rr = r; rr < r + n; rr += CT_RB)
-        ct_decode_rows(P, &P->dy, P->Cout, rr, ct_min(CT_RB, r + n - rr), co0, wq, v + (rr - r) * wq);
-    ct_round_row(P->isa, v, n * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
+    ct_pack_rows(P, &P->dy, P->Cout, r, n, co0, wq, P->DYp + q * P->dy_ps * CT_PO + (r - P->dy_r0) * wq);
 }
 
 /* The DY rows [*ra, *rz) that gi row blocks [rb0, rb1) read: their rows shifted by pad - k for every tap k */
