@@ -162,7 +162,7 @@ def call(op: Operator, key: Optional[tuple], arrays: tuple, plan_call: Callable[
 
 # ---- scratch memory and execution -----------------------------------------------------------------
 _ws_cache = threading.local()
-WORKSPACE_KEEP_BYTES = 64 << 20  # per-thread scratch above this is dropped when the call returns
+WORKSPACE_KEEP_BYTES = 256 << 20  # per-thread scratch above this is dropped when the call returns
 
 
 def _workspace(nbytes):
@@ -184,7 +184,7 @@ def _trim_workspace():
 def release_workspace() -> None:
     """Free the calling thread's NumPy-layer scratch buffer now.
 
-    ``conv_tbc_backward`` keeps at most ``WORKSPACE_KEEP_BYTES`` (64 MiB) of scratch per thread between calls
+    ``conv_tbc_backward`` keeps at most ``WORKSPACE_KEEP_BYTES`` (256 MiB) of scratch per thread between calls
     (a larger workspace is freed when the call returns), and a thread's scratch is freed when the thread ends;
     this frees the rest at once.  The next call allocates again as needed.
     """

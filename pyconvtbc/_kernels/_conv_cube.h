@@ -671,7 +671,13 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
         int64_t yr = yb, ys = sty;
         if (ybuf) {          /* the chunk's DY rows (yb + u*sty), contiguous in ybuf: every k and ci panel reads them */
             if (wq == CT_PO)   /* a constant size: inlined */
-                for (int64_t u = q0; u < q1; u++) memcpy(ybuf + (u - q0) * CT_PO, Bq + (yb + u * sty) * CT_PO, CT_PO * 4);
+                for (int64_t u = q0; u < q1; u++) {
+                    if (u + 8 < q1) {   /* rows B*128 bytes apart: fetch ahead, or the copy waits on each row */
+                        __builtin_prefetch(Bq + (yb + (u + 8) * sty) * CT_PO);
+                        __builtin_prefetch(Bq + (yb + (u + 8) * sty) * CT_PO + 16);
+                    }
+                    memcpy(ybuf + (u - q0) * CT_PO, Bq + (yb + u * sty) * CT_PO, CT_PO * 4);
+                }
             else
                 for (int64_t u = q0; u < q1; u++) memcpy(ybuf + (u - q0) * wq, Bq + (yb + u * sty) * wq, (size_t)wq * 4);
             Bq = ybuf;
