@@ -139,7 +139,8 @@ class ConvTbc(_twophase.Operator):
                           "the output would have T_in + 2*pad - K + 1 positions)")
         T_out = shape.T_out
         if T_out < 0:
-            raise Invalid(INVALID, f"T_out = T_in + 2*pad - K + 1 = {T_in} + 2*{shape.pad} - {K} + 1 = {T_out}; "
+            raise Invalid(INVALID, f"{L('self')} has T_in = {T_in} time steps and {L('weight')} K = {K}: "
+                          f"T_out = T_in + 2*pad - K + 1 = {T_in} + 2*{shape.pad} - {K} + 1 = {T_out}; "
                           "expected T_out >= 0")
         if tuple(t["out"].shape) != (T_out, B, Cout):
             raise Invalid(INVALID, f"{L('out')} has shape {list(t['out'].shape)}; expected {[T_out, B, Cout]} "

@@ -70,7 +70,8 @@ class ConvTbcBackward(_twophase.Operator):
         shape = Shape(T_in, B, Cin, Cout, K, check_pad(scalars["pad"], T_in))
         T_out = shape.T_out
         if T_out < 0:
-            raise Invalid(INVALID, f"T_out = T_in + 2*pad - K + 1 = {T_in} + 2*{shape.pad} - {K} + 1 = {T_out}; "
+            raise Invalid(INVALID, f"{L('input')} has T_in = {T_in} time steps and {L('weight')} K = {K}: "
+                          f"T_out = T_in + 2*pad - K + 1 = {T_in} + 2*{shape.pad} - {K} + 1 = {T_out}; "
                           "expected T_out >= 0")
         check_shapes(t, {"self": (T_out, B, Cout), "gradInput": tuple(t["input"].shape),
                          "gradWeight": tuple(t["weight"].shape), "gradBias": tuple(t["bias"].shape)}, L)

@@ -39,7 +39,7 @@ from ._op_conv_tbc import conv_tbc as _np_conv_tbc
 from .api import conv_tbc_backward
 from . import codecs, formats as _formats
 from .enums import CubeMathType
-from .status import ACLNN_ERR_PARAM_INVALID, AclnnError
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, is_int
 
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
@@ -155,10 +155,11 @@ def _check_forward(input, weight, bias, pad):
         if t.dtype not in _DTYPES:
             raise TypeError(f"conv_tbc: {name} has dtype {t.dtype}; expected torch.float32, torch.float16 or "
                             "torch.bfloat16 (the NPU operator has no float64 path: convert with .float())")
-    if isinstance(pad, bool) or not isinstance(pad, int):
+    if not is_int(pad):   # a Python or NumPy integer, as the NumPy and CANN layers take
         raise TypeError(f"conv_tbc: pad is {pad!r}; expected an int")
     if not 0 <= pad <= PAD_MAX:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: pad is {pad}; expected an integer in [0, {PAD_MAX}]")
+    return int(pad)
 
 
 def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor", pad: int = 0,
@@ -203,7 +204,7 @@ def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tens
         From a double backward (differentiating the gradients after ``create_graph=True``): not supported.
     """
     emulation = _check_emulation(emulation)
-    _check_forward(input, weight, bias, pad)
+    pad = _check_forward(input, weight, bias, pad)
     input, weight, bias = _autocast(input, weight, bias)
     return _ConvTBCFunction.apply(input, weight, bias, pad, emulation)
 
@@ -252,8 +253,10 @@ class ConvTBC(_torch.nn.Module):
         super().__init__()
         for name, v, lo in (("in_channels", in_channels, 1), ("out_channels", out_channels, 1),
                             ("kernel_size", kernel_size, 1), ("padding", padding, 0)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            if not is_int(v) or v < lo:
                 raise ValueError(f"{name} is {v!r}; expected an int >= {lo}")
+        in_channels, out_channels, kernel_size, padding = (int(v) for v in (in_channels, out_channels, kernel_size,
+                                                                              padding))
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = (kernel_size,)

@@ -658,8 +658,8 @@ def test_k_zero_rejected():
 def test_negative_t_out_rejected():
     """An empty self with 2*pad < K - 1 gives T_out < 0: no output shape can satisfy out.shape == (T_out, B,
     Cout), so the call is invalid (not an empty result)."""
-    raises(INVALID, "T_out", "-2", args=(np.ones((0, 2, 3), np.float32), np.ones((3, 3, 4), np.float32),
-                                         np.ones(4, np.float32), 0))
+    raises(INVALID, "input has T_in = 0", "weight K = 3", "T_out", "-2",     # names the arguments
+           args=(np.ones((0, 2, 3), np.float32), np.ones((3, 3, 4), np.float32), np.ones(4, np.float32), 0))
 
 
 # ---- 7. validation rules and their order ---------------------------------------------------------------------

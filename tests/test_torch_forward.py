@@ -83,6 +83,12 @@ def test_forward_checks_at_the_call():
     with pytest.raises(pc.AclnnError) as e:       # T + pad < K: the operator's check (torch accepts it)
         conv_tbc(x[:1], w, b, 1)
     assert "T_in + pad" in str(e.value)
+    # pad: any Python or NumPy integer, as the NumPy layer takes; not a bool or a float
+    assert torch.equal(conv_tbc(x, w, b, np.int64(PAD)), conv_tbc(x, w, b, PAD))
+    for bad in (True, 1.0, "1"):
+        with pytest.raises(TypeError, match="pad"):
+            conv_tbc(x, w, b, bad)
+    assert ConvTBC(np.int64(4), 4, np.int32(3), padding=np.int64(1)).padding == (1,)
     with pytest.raises(pc.AclnnError) as e:       # no promotion: weight must have input's dtype
         conv_tbc(x, w.half(), b, PAD)
     assert "weight" in str(e.value)

@@ -186,7 +186,7 @@ def test_negative_t_out():
     z = np.zeros
     t, _ = acl_problem(z((0, 2, 4), np.float32), z((2, 2, 3), np.float32), z((5, 3, 4), np.float32),
                        z(4, np.float32))  # K = 5 > T_in + 1: T_out = -2
-    expect(t, INVALID, "T_out", "= -2", "expected T_out >= 0", pad=0)
+    expect(t, INVALID, "input has T_in = 2", "weight K = 5", "T_out", "= -2", "expected T_out >= 0", pad=0)
 
 
 def test_self_shape():
