@@ -176,6 +176,14 @@ class aclTensor:
         first = self.data.offset + self.offset * self.itemsize
         return (self.data.allocation_id, first, first + (self.extent() - self.offset) * self.itemsize)
 
+    def element_view(self) -> Optional[np.ndarray]:
+        """The view's elements as a NumPy array of opaque ``itemsize``-byte items over its device memory (None if
+        it touches no memory), for exact overlap tests.  The memory rules must have passed."""
+        if self.data is None or self.numel == 0:
+            return None
+        return np.ndarray(tuple(self.view_dims), dtype=np.dtype((np.void, self.itemsize)), buffer=self.data.array(),
+                          offset=self.offset * self.itemsize, strides=tuple(s * self.itemsize for s in self.strides))
+
     def is_contiguous(self) -> bool:
         if self.numel == 0:
             return True  # an empty view has no element to be out of place

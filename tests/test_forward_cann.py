@@ -239,3 +239,29 @@ def test_non_contiguous_out_staging_is_inside_the_workspace():
     t["out"], p["out"] = device_tensor(storage, pc.ACL_FLOAT, view=[6, 2, 4], strides=[8, 1, 2])
     rc, ws_strided, _ = pc.aclnnConvTbcGetWorkspaceSize(t["self"], t["weight"], t["bias"], 1, t["out"], 0)
     assert rc == 0 and ws_strided >= ws_contig + 6 * 2 * 4 * 4       # the staging copy is part of the workspace
+
+
+def test_interleaved_out_that_shares_no_element_with_self_is_accepted():
+    """'out must not overlap an input' is about elements: self on the even floats of one buffer and out on the
+    odd ones overlap in their byte spans but share no byte, so the call runs (and writes only the odd floats);
+    moved by one element, out shares self's elements and is refused."""
+    x, w, b = _problem(T_in=6, B=2, Cin=4, Cout=4, K=3, pad=1, seed=13)
+    t, _ = _tensors(x, w, b, 1)
+    host = np.zeros(98, F32)
+    host[0:96:2] = x.ravel()
+    rc_, ptr = pc.aclrtMalloc(host.nbytes)
+    assert pc.aclrtMemcpy(ptr, host.nbytes, host, host.nbytes, pc.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    self_ = pc.aclCreateTensor([6, 2, 4], pc.ACL_FLOAT, [16, 8, 2], 0, pc.ACL_FORMAT_ND, [98], ptr)
+    out = pc.aclCreateTensor([6, 2, 4], pc.ACL_FLOAT, [16, 8, 2], 1, pc.ACL_FORMAT_ND, [98], ptr)
+    t["self"], t["out"] = self_, out
+    assert _run(t, 1) == 0, pc.aclGetRecentErrMsg()
+    got = read_back(ptr, (98,), F32)
+    assert np.array_equal(got[0:96:2], x.ravel()) and got[97] == 0       # self and the last float untouched
+    want = pc.conv_tbc(x, w, b, 1)
+    assert np.array_equal(got[1:96:2].reshape(6, 2, 4), want)
+    shifted = pc.aclCreateTensor([6, 2, 4], pc.ACL_FLOAT, [16, 8, 2], 2, pc.ACL_FORMAT_ND, [98], ptr)
+    rc, _, _ = pc.aclnnConvTbcGetWorkspaceSize(self_, t["weight"], t["bias"], 1, shifted, 0)
+    assert rc == 161002 and "out" in pc.aclGetRecentErrMsg() and "overlaps self" in pc.aclGetRecentErrMsg()
+    from pyconvtbc._validation import share_elements
+    assert not share_elements(self_, out) and share_elements(self_, shifted)
+    assert share_elements(self_, out, max_work=0)      # undecided within the work limit: the spans count
