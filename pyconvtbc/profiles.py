@@ -8,8 +8,10 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .enums import aclDataType as DT
-from .status import is_int
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, is_int
 from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
 
 # Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
@@ -137,10 +139,11 @@ def check_option(name, value):
         if value not in HIF8_ROUNDINGS:
             raise ValueError(f"hif8_rounding is {value!r}; expected one of {sorted(HIF8_ROUNDINGS)}")
     elif name == "hf32_mantissa_bits":
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value not in (10, 11)):
+        if value is not None and (not is_int(value) or value not in (10, 11)):
             raise ValueError(f"hf32_mantissa_bits is {value!r}; expected None (the profile's), 10 or 11")
+        value = None if value is None else int(value)
     elif name == "saturate":
-        if not isinstance(value, (bool, int)) or value not in (0, 1):
+        if not isinstance(value, (bool, int, np.bool_, np.integer)) or value not in (0, 1):
             raise ValueError(f"saturate is {value!r}; expected True or False")
         value = bool(value)
     elif name == "accumulation":
@@ -164,9 +167,17 @@ def check_option(name, value):
 
 def set_emulation_options(**kwargs):
     """Set process-wide emulation options (read at phase 1): hf32_rounding, hf32_mantissa_bits,
-    hif8_rounding, saturate, accumulation, block_size, order_seed.  Unknown names and bad values raise
-    ValueError; nothing is changed then."""
-    checked = {k: check_option(k, v) for k, v in kwargs.items()}
+    hif8_rounding, saturate, accumulation, block_size, order_seed.  ``None`` sets an option's default (as a
+    NumPy-layer keyword's ``None`` falls back to the process setting).  Unknown names and bad values raise
+    ``AclnnError`` 161002 (a ``ValueError``) naming the option, the value and what was expected; nothing is
+    changed then."""
+    try:
+        checked = {k: check_option(k, _DEFAULT_OPTIONS[k] if v is None and k in _DEFAULT_OPTIONS else v)
+                   for k, v in kwargs.items()}
+    except AclnnError:
+        raise
+    except ValueError as e:
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"set_emulation_options: {e}") from None
     with _lock:
         _options.update(checked)
         _state["epoch"] += 1

@@ -238,8 +238,20 @@ def test_bad_option_values_are_161002_naming_the_option(kw, bad):
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x, w, b, 0, **{kw: bad})
     assert e.value.status == pc.ACLNN_ERR_PARAM_INVALID and kw in str(e.value) and repr(bad) in str(e.value)
-    with pytest.raises(ValueError, match=kw):
+    before = pc.get_emulation_options()
+    with pytest.raises(pc.AclnnError, match=kw) as e:          # a ValueError carrying the status
         pc.set_emulation_options(**{kw: bad})
+    assert e.value.status == pc.ACLNN_ERR_PARAM_INVALID and repr(bad) in str(e.value)
+    assert pc.get_emulation_options() == before                  # nothing changed
+
+
+def test_setting_an_option_to_none_restores_its_default():
+    defaults = pc.get_emulation_options()
+    pc.set_emulation_options(accumulation="sequential", block_size=4, order_seed=7, hf32_rounding="nearest_even",
+                             hf32_mantissa_bits=np.int64(10), hif8_rounding="hybrid", saturate=np.True_)
+    assert pc.get_emulation_options()["hf32_mantissa_bits"] == 10 and pc.get_emulation_options()["saturate"] is True
+    pc.set_emulation_options(**{k: None for k in defaults})
+    assert pc.get_emulation_options() == defaults
 
 
 def test_options_are_process_settings_read_at_phase_1():
