@@ -54,3 +54,6 @@ def test_operator_spread_from_the_cli(capsys):
                       "--order-source", "operator"]) == 0
     assert "from the operator" in capsys.readouterr().out
     assert study.cli(["spread", "--order-source", "hardware"]) == 2
+    # the common --non-deterministic flag would change nothing here: refused, naming the option to use
+    assert study.cli(["spread", "--shape", SHAPE, "--permutations", "2", "--non-deterministic"]) == 2
+    assert "--order-source operator" in capsys.readouterr().err

@@ -330,6 +330,10 @@ def cli(argv=None):
                             **files, **common)
         elif a.command == "spread":
             _norm_permutations(a.permutations, "--permutations")
+            if a.non_deterministic:   # the spread's orders come from --order-source / --fixed-order instead
+                raise ValueError("--non-deterministic: spread takes its orders from --order-source (model: sampled "
+                                 "orders of the terms; operator: the operator's own non-deterministic mode, N calls) "
+                                 "and --fixed-order; expected --order-source operator")
             res = reduction_order_spread(shapes, scales=scales, grads=grads or ("gradInput", "gradWeight"),
                                          permutations=a.permutations, deterministic=a.fixed_order,
                                          source=a.order_source, **files, **common)
