@@ -174,8 +174,6 @@ def set_emulation_options(**kwargs):
     try:
         checked = {k: check_option(k, _DEFAULT_OPTIONS[k] if v is None and k in _DEFAULT_OPTIONS else v)
                    for k, v in kwargs.items()}
-    except AclnnError:
-        raise
     except ValueError as e:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"set_emulation_options: {e}") from None
     with _lock:
