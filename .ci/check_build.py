@@ -72,10 +72,8 @@ def runtime_problems(have_openmp, isa_supported, flags, env):
 def sdist_problems(names, tracked=()):
     """Problems with an sdist whose members (without the top 'name-version/' folder) are ``names``."""
     names = set(names)
-    # C sources are build outputs inside the package (Cython's generated C); bench/ keeps a hand-written one
     problems = [f"sdist ships build output {n}" for n in sorted(names)
-                if (n.endswith(BUILD_OUTPUT_EXT) and not (n.startswith("bench/") and n.endswith(".c")))
-                or "__pycache__" in n.split("/")]
+                if n.endswith(BUILD_OUTPUT_EXT) or "__pycache__" in n.split("/")]
     required = ["LICENSE", "README.md", "pyproject.toml", "setup.py", "MANIFEST.in", "tests/conftest.py",
                 "tests/reference.py", "pyconvtbc/py.typed", "pyconvtbc/_kernels/_conv_gemm.h"]
     problems += [f"sdist lacks {n}" for n in required if n not in names]

@@ -24,17 +24,9 @@ from conftest import load_repo_module
 import pyconvtbc
 
 ROOT = Path(__file__).resolve().parents[1]
-_SKIP_PATTERNS = shutil.ignore_patterns("*.so", "*.pyd", "*.o", "*.html", "__pycache__", ".git", ".venv*",
-                                        "build", "dist", "*.egg-info", ".pytest_cache", ".hypothesis", "results",
-                                        "study_out")
-
-
-def SKIP_COPY(folder, names):
-    """Build outputs and local state; C files only inside the package (Cython's output; bench/ has its own)."""
-    skip = set(_SKIP_PATTERNS(folder, names))
-    if "pyconvtbc" in Path(folder).relative_to(ROOT).parts:
-        skip |= {n for n in names if n.endswith((".c", ".cpp"))}
-    return skip
+SKIP_COPY = shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.o", "*.html", "__pycache__", ".git", ".venv*",
+                                   "build", "dist", "*.egg-info", ".pytest_cache", ".hypothesis", "results",
+                                   "study_out")
 
 
 def _load_check_build():
@@ -113,7 +105,7 @@ def test_sdist_has_everything_the_tests_need_and_no_generated_files(tmp_path):
         names = {m.name.split("/", 1)[1] for m in tf.getmembers() if m.isfile() and "/" in m.name}
     assert {"tests/conftest.py", "tests/reference.py", "LICENSE", "pyconvtbc/py.typed"} <= names
     assert {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("*.py")} <= names
-    assert not [n for n in names if n.endswith((".so", ".pyc")) or (n.endswith(".c") and n.startswith("pyconvtbc/"))]
+    assert not [n for n in names if n.endswith((".c", ".so", ".pyc"))]
     tracked = check._tracked(str(ROOT)) if shutil.which("git") else []
     tracked = [t for t in tracked if (ROOT / t).exists()]   # files deleted but not yet committed
     assert check.sdist_problems(names, tracked) == []
@@ -223,8 +215,6 @@ def test_check_build_rejects_bad_artifacts():
                   "pyconvtbc/_kernels/_conv_tbc.pyx", "pyconvtbc/_kernels/_conv_gemm.h"]
     assert check.sdist_problems(good_sdist) == []
     assert check.sdist_problems(good_sdist + ["pyconvtbc/_kernels/_conv_tbc.c"]) != []
-    assert check.sdist_problems(good_sdist + ["bench/_ceiling.c"]) == []         # hand-written, not generated
-    assert check.sdist_problems(good_sdist + ["bench/x.so"]) != []
     assert check.sdist_problems([n for n in good_sdist if n != "tests/conftest.py"]) != []
     assert check.sdist_problems(good_sdist, tracked=good_sdist + ["docs/new.md"]) == [
         "sdist lacks the tracked file docs/new.md"]
