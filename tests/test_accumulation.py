@@ -288,6 +288,44 @@ def test_long_chains_cut_into_row_chunks(soc, shape, form):
     assert (bits(gw) == bits(rgw)).all() and (bits(gi) == bits(rgi)).all()
 
 
+# (T_in, B, Cin, Cout, K, pad) with at least 6 rows per time step, where the kernels take the rows that lack
+# taps one time step at a time: pad = K - 1 (the first and last rows see one tap); K = 25 (a channel group's
+# taps cut by the kernels' passes of 32 blocks); every row lacking some tap (T_in < K); Cout across DY panels
+EDGE_SHAPES = [(9, 7, 20, 70, 5, 2), (7, 6, 9, 12, 4, 3), (40, 6, 9, 12, 25, 12), (5, 13, 10, 40, 7, 4)]
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("shape", EDGE_SHAPES)
+def test_rows_missing_taps_many_rows_per_step(shape, soc):
+    """gradInput of the rows that lack taps (B >= 6: summed a time step at a time) keeps the model's order:
+    every instruction set, 1 and 3 threads."""
+    dy, x, w, b = problem(shape, seed=sum(shape) + 5)
+    rgi, rgw = reference(dy, x, w, shape[5], "cube", 8, soc)
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            old = K._set_parallel_min(0)
+            try:
+                for n in (1, 3):
+                    gi, gw, _ = pc.conv_tbc_backward(dy, x, w, b, shape[5], soc=soc, deterministic=True,
+                                                     accumulation="cube", num_threads=n)
+                    assert (bits(gi) == bits(rgi)).all(), (isa, n)
+                    assert (bits(gw) == bits(rgw)).all(), (isa, n)
+            finally:
+                K._set_parallel_min(old)
+    finally:
+        K._set_isa(None)
+
+
+def test_ascend950_segments_with_rows_missing_taps():
+    """ascend950 gradInput segments (K*Cout >= 32768) on rows that lack taps, 6 rows per time step."""
+    shape = (4, 6, 2, 11000, 3, 1)
+    dy, x, w, b = problem(shape, seed=12, bits_=4)
+    gi = pc.conv_tbc_backward(dy, x, w, b, 1, soc="ascend950", accumulation="cube")[0]
+    rgi = R.grad_input(dy, w, 4, 1, "cube", 8, "ascend950")
+    assert (bits(gi) == bits(rgi)).all()
+
+
 def test_ascend950_grad_input_segments():
     """ascend950, K*Cout >= 32768: gradInput's chain is cut into segments of 32768 reduction elements, each
     started at 0 and added into the output in order."""

@@ -937,6 +937,20 @@ DET_CELLS = [("float32", "ascend910b", 0, "cube"), ("float32", "ascend950", 3, "
              ("bfloat16", "ascend950", 1, "cube_rz"), ("hifloat8", "ascend950", 0, "cube")]
 
 
+# at least 6 rows per time step: the kernels take the rows that lack taps one time step at a time
+@pytest.mark.parametrize("shape", [(9, 7, 70, 20, 5, 2), (7, 6, 12, 9, 4, 3), (40, 6, 12, 9, 25, 12),
+                                   (5, 13, 40, 10, 7, 4)])
+@pytest.mark.parametrize("form", ["cube", "cube_wide"])
+def test_rows_missing_taps_many_rows_per_step(forced_threading, shape, form):
+    T_in, B, Cin, Cout, K, pad = shape
+    x, w, b = grid_problem(shape, "float32", seed=sum(shape))
+    want = model(x, w, b, pad, "float32", "ascend910b", 0, form)
+    for isa in ISAS:
+        KERN._set_isa(isa)
+        for n in (1, 3):
+            assert_same_bits(pc.conv_tbc(x, w, b, pad, num_threads=n, soc="ascend910b", accumulation=form), want)
+
+
 @pytest.mark.parametrize("dn,soc,cmt,form", DET_CELLS)
 def test_deterministic_across_threads_and_isas(forced_threading, dn, soc, cmt, form):
     rng = np.random.default_rng(21)

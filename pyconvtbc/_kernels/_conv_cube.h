@@ -569,6 +569,39 @@ static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t
                    P->Cin * P->Cout, C + (i - i0) * ldc, ldc);
 }
 
+/* Rows [u, v) of blocks [jb0, jb1) where some rows lack some taps (the sequence's first and last time steps).
+ * Row t*B + b has taps [max(0, sgn*t + alo), min(K-1, sgn*t + ahi)] (gradInput: sgn = 1, forward: sgn = -1).
+ * With B >= CT_EDGE_B the rows go one time step at a time: its taps of a channel group are a run of consecutive
+ * blocks, summed in one call with the chains in registers.  Otherwise (few rows per time step) one block at a
+ * time over the rows that have its tap.  Either way every row adds its blocks in the chain's order: the result
+ * is the same.  C: row u's chains. */
+#define CT_EDGE_B 6
+static void ct_gic_edge(const ct_plan *P, int64_t u, int64_t v, int64_t n, int64_t rowoff, int64_t dk,
+                        int64_t jb0, int64_t jb1, int sgn, int64_t alo, int64_t ahi, const float *Bp, float *C,
+                        int64_t ldc) {
+    int64_t K = P->K, B = P->B;
+    if (u >= v || B < 1) return;
+    if (B >= CT_EDGE_B) {
+        for (int64_t t = u / B; t * B < v; t++) {
+            int64_t a = ct_max(u, t * B), b = ct_min(v, (t + 1) * B);
+            int64_t klo = ct_max(0, sgn * t + alo), khi = ct_min(K - 1, sgn * t + ahi);
+            for (int64_t g = jb0 / K; g * K < jb1 && klo <= khi; g++) {
+                int64_t s = ct_max(jb0, g * K + klo), e = ct_min(jb1, g * K + khi + 1);
+                if (s < e) ct_gic_rows(P, a, b, n, rowoff, dk, s, e, Bp, C + (a - u) * ldc, ldc);
+            }
+        }
+        return;
+    }
+    for (int64_t jb = jb0; jb < jb1; jb++) {
+        /* rows with tap k: sgn*t + alo <= k <= sgn*t + ahi */
+        int64_t k = jb % K, tlo, thi;                               /* t in [tlo, thi) */
+        if (sgn > 0) { tlo = k - ahi; thi = k - alo + 1; }
+        else { tlo = alo - k; thi = ahi - k + 1; }
+        int64_t a = ct_max(u, tlo * B), b = ct_min(v, thi * B);
+        if (a < b) ct_gic_rows(P, a, b, n, rowoff, dk, jb, jb + 1, Bp, C + (a - u) * ldc, ldc);
+    }
+}
+
 /* blocks per pass of the cube gi / forward tasks: about CT_KCB reduction rows, so that a 16-column half of the
  * weight rows of a pass (CT_KCB x 64 bytes) stays in L1.  Cache blocking only: no result depends on it. */
 #define CT_KCB 256
@@ -623,16 +656,11 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
                 int64_t wj = ct_min(CT_PO, P->Cin - j0);
                 const float *Bp0 = P->Wp + j0 * P->Cout;               /* tap 0, co 0 of this ci panel */
                 float *cj = ch + (j0 - J0);
-                /* rows missing some taps: one block at a time, over the rows valid for its tap */
+                /* rows missing some taps: row t has taps t + pad - (T_out - 1) .. t + pad */
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
-                    if (u >= v) continue;
-                    for (int64_t jb = j0b; jb < j1b; jb++) {
-                        int64_t k = jb % K;
-                        int64_t lo = ct_max(0, k - P->pad), hi = ct_min(P->T_in, P->T_out + k - P->pad);
-                        int64_t a = ct_max(u, lo * B), b = ct_min(v, hi * B);
-                        if (a < b) ct_gic_rows(P, a, b, wj, dyoff, -B, jb, jb + 1, Bp0, cj + (a - R0) * lch, lch);
-                    }
+                    ct_gic_edge(P, u, v, wj, dyoff, -B, j0b, j1b, 1, P->pad - (P->T_out - 1), P->pad, Bp0,
+                                cj + (u - R0) * lch, lch);
                 }
                 if (ia < ib) ct_gic_rows(P, ia, ib, wj, dyoff, -B, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
             }

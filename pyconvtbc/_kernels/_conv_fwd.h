@@ -167,19 +167,15 @@ static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
     else ct_fwd_pack_w(F, task - F->n_pack_x);
 }
 
-/* output rows [u, v) (all valid for tap k): one tap of the sequential chain, or block jb of the cube chain */
+/* output rows [u, v) (all valid for tap k): one tap of the sequential chain */
 static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64_t j0, int64_t wj, int64_t k,
-                        int64_t jb, float *cj, int64_t ld) {
+                        float *cj, int64_t ld) {
     const float *Bp0 = F->Wp + j0 * F->Cin;             /* tap 0, ci 0 of this co panel */
     int64_t shift = (k - F->pad) * F->B;
-    if (F->acc == CT_ACC_SEQ) {
-        int64_t MR = ct_gi_mr(F->isa, wj);
-        for (int64_t i = u; i < v; i += MR)
-            ct_gi_ukr(F->isa, ct_min(MR, v - i), wj, F->Xp, F->u.dy_ps, i + shift - F->u.dy_r0, 0, 1, 0, F->Cin, F->Cin,
-                      Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
-    } else {
-        ct_gic_rows(&F->u, u, v, wj, -F->pad * F->B - F->u.dy_r0, F->B, jb, jb + 1, Bp0, cj + (u - R0) * ld, ld);
-    }
+    int64_t MR = ct_gi_mr(F->isa, wj);
+    for (int64_t i = u; i < v; i += MR)
+        ct_gi_ukr(F->isa, ct_min(MR, v - i), wj, F->Xp, F->u.dy_ps, i + shift - F->u.dy_r0, 0, 1, 0, F->Cin, F->Cin,
+                  Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
 }
 
 /* compute task: output rows [R0, R1) x co [J0, J1) */
@@ -212,7 +208,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
                     for (int64_t k = 0; k < K && u < v; k++)
-                        ct_fwd_rows(F, ct_max(u, CT_FW_LO(k)), ct_min(v, CT_FW_HI(k)), R0, j0, wj, k, 0, cj, ld);
+                        ct_fwd_rows(F, ct_max(u, CT_FW_LO(k)), ct_min(v, CT_FW_HI(k)), R0, j0, wj, k, cj, ld);
                 }
                 for (int64_t i = ia; i < ib; i += MR)
                     ct_gi_ukr(F->isa, ct_min(MR, ib - i), wj, F->Xp, F->u.dy_ps, i - pad * B - F->u.dy_r0, B, K, 0, F->Cin, F->Cin,
@@ -224,13 +220,11 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
             for (int64_t j0b = 0; j0b < nblk; j0b += step) {
                 int64_t j1b = ct_min(nblk, j0b + step);
                 if (ct_stop(&F->u)) return;
+                /* rows missing some taps: output row t has taps pad - t .. T_in + pad - 1 - t */
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
-                    for (int64_t jb = j0b; jb < j1b && u < v; jb++) {
-                        int64_t k = jb % K;
-                        int64_t a = ct_max(u, CT_FW_LO(k)), b = ct_min(v, CT_FW_HI(k));
-                        if (a < b) ct_fwd_rows(F, a, b, R0, j0, wj, k, jb, cj, ld);
-                    }
+                    ct_gic_edge(&F->u, u, v, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, -1, pad, F->T_in + pad - 1,
+                                Bp0, cj + (u - R0) * ld, ld);
                 }
                 if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, Bp0, cj + (ia - R0) * ld, ld);
             }
