@@ -1177,31 +1177,26 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
             ct_round_row(P->isa, v, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
             continue;
         }
-        ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, tmp);
+        if (P->bmajor) {
+            /* b-major panels are filled in their own row order: row b*T_in + t is source row t*B + b, so that
+             * every panel is written sequentially (scattering the source rows instead wrote B streams a panel) */
+            int64_t b = rr / P->T_in, t = rr - b * P->T_in;
+            for (int64_t i = 0; i < nr; i++) {
+                ct_decode_rows(P, &P->x, P->Cin, t * P->B + b, 1, ci0, n, tmp + i * n);
+                if (++t == P->T_in) { t = 0; b++; }
+            }
+        } else {
+            ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, tmp);
+        }
         ct_round_row(P->isa, tmp, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
         for (int64_t p = p0; p < p1; p++) {
             int64_t wi = ct_min(CT_PX, P->Cin - p * CT_PX);
             float *d = P->Xp + p * P->RI * CT_PX + rr * wi;
             const float *s = tmp + (p - p0) * CT_PX;
-            if (P->bmajor) {      /* row r = t*B + b goes to b*T_in + t */
-                float *pan = P->Xp + p * P->RI * CT_PX;
-                int64_t t = rr / P->B, b = rr - t * P->B;
-                if (wi == CT_PX) {
-                    for (int64_t i = 0; i < nr; i++) {
-                        memcpy(pan + (b * P->T_in + t) * CT_PX, s + i * n, CT_PX * 4);   /* constant size: inlined */
-                        if (++b == P->B) { b = 0; t++; }
-                    }
-                } else {
-                    for (int64_t i = 0; i < nr; i++) {
-                        memcpy(pan + (b * P->T_in + t) * wi, s + i * n, (size_t)wi * 4);
-                        if (++b == P->B) { b = 0; t++; }
-                    }
-                }
-            } else if (wi == CT_PX) {
+            if (wi == CT_PX)
                 for (int64_t i = 0; i < nr; i++) memcpy(d + i * CT_PX, s + i * n, CT_PX * 4);
-            } else {
+            else
                 for (int64_t i = 0; i < nr; i++) memcpy(d + i * wi, s + i * n, (size_t)wi * 4);
-            }
         }
     }
 }
