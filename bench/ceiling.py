@@ -117,7 +117,7 @@ int main(void) {
                  ct_gi_ukr_512(14, 32, DY, ROWS, i, 0, 1, 0, CO, CO, W, 0, GI + i * 32, 32),
              20000, gi_flop);
         printf("gi_sequential avx512 %.1f\n", best);
-        BEST(ct_gic_rows_512(0, ROWS, 32, DY, ROWS, 0, 0, 1, 0, CO / 8, 8, CO, W, 0, GI, 32), 20000, gi_flop);
+        BEST(ct_gic_rows_512(0, ROWS, 32, DY, ROWS, 0, 0, 1, 0, CO / 8, 8, CO, W, GI, 32), 20000, gi_flop);
         printf("gi_cube avx512 %.1f\n", best);
         BEST(ct_gw_ukr_512(1, 8, 32, GWR, XA, 8, 0, YB, 32, GW, 32, 0), 100000, gw_flop);
         printf("gw_sequential avx512 %.1f\n", best);
@@ -129,7 +129,7 @@ int main(void) {
         BEST(for (int i = 0; i < ROWS; i += 6) ct_gi_ukr_256(6, 32, DY, ROWS, i, 0, CO, CO, W, GI + i * 32, 32),
              20000, gi_flop);
         printf("gi_sequential avx2 %.1f\n", best);
-        BEST(ct_gic_rows_256(0, ROWS, 32, DY, ROWS, 0, 0, 1, 0, CO / 8, 8, CO, W, 0, GI, 32), 20000, gi_flop);
+        BEST(ct_gic_rows_256(0, ROWS, 32, DY, ROWS, 0, 0, 1, 0, CO / 8, 8, CO, W, GI, 32), 20000, gi_flop);
         printf("gi_cube avx2 %.1f\n", best);
         BEST(ct_gw_ukr_256(8, 32, GWR, XA, 8, YB, 32, GW, 32), 100000, gw_flop);
         printf("gw_sequential avx2 %.1f\n", best);

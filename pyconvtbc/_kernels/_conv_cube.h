@@ -91,10 +91,11 @@ static void ct_gwc_gen(int form, int64_t m, int64_t n, const float *A, int64_t l
 
 /* gi: the chain values C[i*ldc + j] (i < m rows, j < n <= 32 ci) continue with the blocks jb in [jb0, jb1)
  * (g = jb / K, tap kk = jb % K): block = sum over co in [g*k0, min(Cout, g*k0 + k0)) of
- * DY(row0 + i + kk*dk, co) * Bp[kk*bk + co*n + j].  The caller guarantees every row is valid for every tap. */
+ * DY(row0 + i + kk*dk, co) * Bp[(ct_wblk(lo, hi, K, kk) + co - lo)*n + j] (Bp: a weight panel in block
+ * order, ct_wblk).  The caller guarantees every row is valid for every tap. */
 static void ct_gic_gen(int form, int64_t m, int64_t n, const float *DYp, int64_t RO, int64_t row0, int64_t dk,
-                       int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout, const float *Bp, int64_t bk,
-                       float *C, int64_t ldc) {
+                       int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout, const float *Bp, float *C,
+                       int64_t ldc) {
     for (int64_t i = 0; i < m; i++) {
         float s[CT_PO];
         double d[CT_PO];
@@ -102,7 +103,7 @@ static void ct_gic_gen(int form, int64_t m, int64_t n, const float *DYp, int64_t
         for (int64_t jb = jb0; jb < jb1; jb++) {
             int64_t g = jb / K, kk = jb % K, row = row0 + i + kk * dk;
             int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
-            const float *Bk = Bp + kk * bk;
+            const float *Bk = Bp + (ct_wblk(lo, hi, K, kk) - lo) * n;      /* row co of the block at Bk + co*n */
             if (form == CT_ACC_CUBE) for (int64_t j = 0; j < n; j++) s[j] = 0.0f;
             else for (int64_t j = 0; j < n; j++) d[j] = (double)c[j];
             for (int64_t co = lo; co < hi; co++) {
@@ -249,7 +250,7 @@ CT_I256 void ct_gic_blk6_256(const int L, const float *Ar, const float *Bb, floa
  * load/add/store per block there, and go back to C at the end. */
 CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
                              int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
-                             const float *Bp, int64_t ldb, int64_t bk, float *C, int64_t ldc) {
+                             const float *Bp, int64_t ldb, float *C, int64_t ldc) {
     float cm[6 * 16] __attribute__((aligned(32)));
     __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
@@ -272,7 +273,7 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
     int64_t g = jb0 / K, kk = jb0 % K;
     for (int64_t jb = jb0; jb < jb1; jb++) {
         int64_t lo = g * k0, hi = ct_min(Cout, lo + k0), row = row0 + kk * dk;
-        const float *Bb = Bp + kk * bk + lo * ldb;
+        const float *Bb = Bp + ct_wblk(lo, hi, K, kk) * ldb;
         if (fast && hi == lo + k0 && hi <= full && lo / CT_PO == (hi - 1) / CT_PO) {
             int64_t q = lo / CT_PO;
             const float *Ar = DYp + q * RO * CT_PO + row * CT_PO + (lo - q * CT_PO);
@@ -313,15 +314,15 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
 
 #define CT_GIC256(MM) \
     case MM: { if (nv == 2) ct_gic_body_256(MM, 2, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, \
-                                            n, bk, Ci + j0, ldc); \
-               else ct_gic_body_256(MM, 1, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, bk, \
+                                            n, Ci + j0, ldc); \
+               else ct_gic_body_256(MM, 1, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, \
                                     Ci + j0, ldc); } break;
 
 /* rows [i0, i1) of a panel of n columns: each 16-column half outer, tiles of 6 rows inner, so that the half's
  * weight rows for the blocks [jb0, jb1) stay in L1 while the rows go by */
 static CT_T256 void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
                                     int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
-                                    int64_t Cout, const float *Bp, int64_t bk, float *C, int64_t ldc) {
+                                    int64_t Cout, const float *Bp, float *C, int64_t ldc) {
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         int64_t nn = ct_min(16, n - j0);
         int nv = nn > 8 ? 2 : 1;
@@ -425,7 +426,7 @@ static CT_T512 void ct_gwc_ukr_512(int64_t m, int64_t n, const float *A, int64_t
 #define CT_GIC512_M 6
 CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
                              int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
-                             const float *Bp, int64_t ldb, int64_t bk, float *C, int64_t ldc) {
+                             const float *Bp, int64_t ldb, float *C, int64_t ldc) {
     __m512 c[CT_GIC512_M][2], s[CT_GIC512_M][2];
     __mmask16 m0 = ct_mask16(n), m1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
     _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
@@ -443,7 +444,7 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
     int64_t g = jb0 / K, kk = jb0 % K;
     for (int64_t jb = jb0; jb < jb1; jb++) {
         int64_t lo = g * k0, hi = ct_min(Cout, lo + k0), row = row0 + kk * dk;
-        const float *Bb = Bp + kk * bk + lo * ldb;
+        const float *Bb = Bp + ct_wblk(lo, hi, K, kk) * ldb;
         if (fast && hi == lo + k0 && hi <= full && lo / CT_PO == (hi - 1) / CT_PO) {
             /* the block's channels inside one full DY panel and a full W panel: constant offsets */
             int64_t q = lo / CT_PO;
@@ -508,16 +509,16 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
 }
 
 #define CT_GIC512(MM) \
-    case MM: { if (nv == 2) ct_gic_body_512(MM, 2, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, bk, \
+    case MM: { if (nv == 2) ct_gic_body_512(MM, 2, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, \
                                             Ci, ldc); \
-               else ct_gic_body_512(MM, 1, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, bk, Ci, ldc); \
+               else ct_gic_body_512(MM, 1, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, Ci, ldc); \
              } break;
 
 /* rows [i0, i1) of a panel of n (<= 32) columns, in tiles of 12 rows; the panel's weight rows for the blocks
  * [jb0, jb1) (CT_KCB x 128 bytes) stay in L1 while the rows go by */
 static CT_T512 void ct_gic_rows_512(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
                                     int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
-                                    int64_t Cout, const float *Bp, int64_t bk, float *C, int64_t ldc) {
+                                    int64_t Cout, const float *Bp, float *C, int64_t ldc) {
     int nv = n > 16 ? 2 : 1;
     for (int64_t i = i0; i < i1; i += CT_GIC512_M) {
         float *Ci = C + (i - i0) * ldc;
@@ -554,19 +555,17 @@ static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t
                                int64_t jb0, int64_t jb1, const float *Bp, float *C, int64_t ldc) {
 #if CT_X86
     if (P->isa == CT_ISA_AVX512 && P->acc == CT_ACC_CUBE) {
-        ct_gic_rows_512(i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout,
-                        C, ldc);
+        ct_gic_rows_512(i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, C, ldc);
         return;
     }
     if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
-        ct_gic_rows_256(i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, P->Cin * P->Cout,
-                        C, ldc);
+        ct_gic_rows_256(i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, C, ldc);
         return;
     }
 #endif
     for (int64_t i = i0; i < i1; i += 8)
         ct_gic_gen(P->acc, ct_min(8, i1 - i), n, P->DYp, P->dy_ps, i + rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp,
-                   P->Cin * P->Cout, C + (i - i0) * ldc, ldc);
+                   C + (i - i0) * ldc, ldc);
 }
 
 /* Rows [u, v) of blocks [jb0, jb1) where some rows lack some taps (the sequence's first and last time steps).
@@ -654,7 +653,7 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
             if (ia >= ib) ia = ib = R1;
             for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
                 int64_t wj = ct_min(CT_PO, P->Cin - j0);
-                const float *Bp0 = P->Wp + j0 * P->Cout;               /* tap 0, co 0 of this ci panel */
+                const float *Bp0 = P->Wp + j0 * P->K * P->Cout;        /* this ci panel, in block order */
                 float *cj = ch + (j0 - J0);
                 /* rows missing some taps: row t has taps t + pad - (T_out - 1) .. t + pad */
                 for (int side = 0; side < 2; side++) {

@@ -122,16 +122,24 @@ static void ct_fwd_pack_x(const ct_fwd *F, int64_t task) {
     ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->RI * CT_PO + r0 * wq);
 }
 
-/* pack w: Wp[k][co panel p][ci][wj] = w[k, ci, 32p + j] (rows of w read along co: no transpose), rounded to C */
+/* pack w: Wp[k][co panel p][ci][wj] = w[k, ci, 32p + j] (rows of w read along co: no transpose), rounded to C.
+ * Cube forms: panel p at Wp + 32p*K*Cin, its rows in block order (ct_wblk over the reduction channels ci). */
 static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
     int64_t k = task / F->nwq, p = task % F->nwq;
     int64_t co0 = p * CT_PO, wj = ct_min(CT_PO, F->Cout - co0);
-    float *dst = F->Wp + k * F->Cin * F->Cout + co0 * F->Cin;
+    int cube = F->acc != CT_ACC_SEQ, rnd = ct_round_for(F->w.dt, F->compute);
+    float *dst = cube ? F->Wp + co0 * F->K * F->Cin : F->Wp + k * F->Cin * F->Cout + co0 * F->Cin;
     for (int64_t ci = 0; ci < F->Cin; ci++) {
         const char *row = F->w.base + k * F->w.s0 + ci * F->w.s1 + co0 * F->w.s2;
-        ct_decode_row(F->isa, row, F->w.s2, F->w.dt, wj, dst + ci * wj);
+        int64_t r = ci;
+        if (cube) {
+            int64_t lo = ci - ci % F->k0;
+            r = ct_wblk(lo, ct_min(F->Cin, lo + F->k0), F->K, k) + ci - lo;
+        }
+        ct_decode_row(F->isa, row, F->w.s2, F->w.dt, wj, dst + r * wj);
+        if (cube) ct_round_row(F->isa, dst + r * wj, wj, rnd, F->hbits, F->hrnd);
     }
-    ct_round_row(F->isa, dst, F->Cin * wj, ct_round_for(F->w.dt, F->compute), F->hbits, F->hrnd);
+    if (!cube) ct_round_row(F->isa, dst, F->Cin * wj, rnd, F->hbits, F->hrnd);
 }
 
 /* streamed x, window w: the x rows [*ra, *rz) that output row blocks [w*w_rb, (w+1)*w_rb) read */
@@ -200,9 +208,9 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
         if (ia >= ib) ia = ib = R1;
         for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
             int64_t wj = ct_min(CT_PO, F->Cout - j0);
-            const float *Bp0 = F->Wp + j0 * F->Cin;
             float *cj = ch + (j0 - J0);
             if (F->acc == CT_ACC_SEQ) {
+                const float *Bp0 = F->Wp + j0 * F->Cin;       /* tap 0, ci 0 of this co panel */
                 /* taps outer, channels inner: the rows missing a tap take the taps they have, one at a time */
                 int64_t MR = ct_gi_mr(F->isa, wj);
                 for (int side = 0; side < 2; side++) {
@@ -215,6 +223,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                               Bp0, F->Cin * F->Cout, cj + (i - R0) * ld, ld);
                 continue;
             }
+            const float *Bc = F->Wp + j0 * K * F->Cin;        /* this co panel, in block order */
             int64_t nblk = ct_cdiv(F->Cin, F->k0) * K;
             int64_t step = ct_gic_step(F->k0);                /* blocks per pass (cache blocking) */
             for (int64_t j0b = 0; j0b < nblk; j0b += step) {
@@ -224,9 +233,9 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
                     ct_gic_edge(&F->u, u, v, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, -1, pad, F->T_in + pad - 1,
-                                Bp0, cj + (u - R0) * ld, ld);
+                                Bc, cj + (u - R0) * ld, ld);
                 }
-                if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, Bp0, cj + (ia - R0) * ld, ld);
+                if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, Bc, cj + (ia - R0) * ld, ld);
             }
         }
         #undef CT_FW_LO

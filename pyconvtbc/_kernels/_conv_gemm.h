@@ -73,6 +73,13 @@ static inline int64_t ct_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ct_cdiv(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b != 0) : 0; }  /* no a+b-1 overflow */
 static inline int64_t ct_up(int64_t a, int64_t b) { return ct_cdiv(a, b) * b; }
 
+/* Weight panels of the cube forms (gradInput and the forward) hold their rows in the order the chains take the
+ * blocks: block (g, k) = the reduction channels [lo, hi) = [g*k0, min(C, g*k0 + k0)) of tap k starts at row
+ * ct_wblk(lo, hi, K, k) of the panel (the groups before g are whole: lo*K rows), its channel c at row
+ * ct_wblk + c - lo.  A pass of blocks is then one run of memory; in tap-major panels the taps of one group lie
+ * Cin*Cout floats apart, on the same L1 sets, and a pass over many taps evicted its own weights. */
+static inline int64_t ct_wblk(int64_t lo, int64_t hi, int64_t K, int64_t k) { return lo * K + k * (hi - lo); }
+
 static inline int ct_dt_size(int dt) {
     switch (dt) { case CT_DT_F32: return 4; case CT_DT_F16: case CT_DT_BF16: return 2;
                   case CT_DT_HIF8: case CT_DT_E4M3: return 1; default: return 0; }
@@ -1202,11 +1209,13 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
 }
 
 /* Wp[k][cp][co][j] = w[k, 32cp + j, co]: a transpose, done through a [32][64] tile so that both the reads
- * (along co) and the writes (along j) are sequential */
+ * (along co) and the writes (along j) are sequential.  Cube forms: panel cp at Wp + 32cp*K*Cout, its rows in
+ * block order (ct_wblk). */
 static void ct_pack_w(const ct_plan *P, int64_t task) {
     int64_t k = task / P->nwp, cp = task % P->nwp;
     int64_t ci0 = cp * CT_PO, wj = ct_min(CT_PO, P->Cin - ci0);
-    float *dst = P->Wp + k * P->Cin * P->Cout + ci0 * P->Cout;
+    int cube = P->acc != CT_ACC_SEQ;
+    float *dst = cube ? P->Wp + ci0 * P->K * P->Cout : P->Wp + k * P->Cin * P->Cout + ci0 * P->Cout;
     float v[CT_PO * 64];
     for (int64_t c0 = 0; c0 < P->Cout; c0 += 64) {
         int64_t n = ct_min(64, P->Cout - c0);
@@ -1215,9 +1224,14 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
             ct_decode_row(P->isa, row, P->w.s2, P->w.dt, n, v + j * 64);
             ct_round_row(P->isa, v + j * 64, n, ct_round_for(P->w.dt, P->compute), P->hbits, P->hrnd);
         }
-        float *d = dst + c0 * wj;
-        for (int64_t c = 0; c < n; c++)
-            for (int64_t j = 0; j < wj; j++) d[c * wj + j] = v[j * 64 + c];
+        for (int64_t c = 0; c < n; c++) {
+            int64_t co = c0 + c, row = co;
+            if (cube) {
+                int64_t lo = co - co % P->k0;
+                row = ct_wblk(lo, ct_min(P->Cout, lo + P->k0), P->K, k) + co - lo;
+            }
+            for (int64_t j = 0; j < wj; j++) dst[row * wj + j] = v[j * 64 + c];
+        }
     }
 }
 
