@@ -210,6 +210,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
             int64_t wj = ct_min(CT_PO, F->Cout - j0);
             float *cj = ch + (j0 - J0);
             if (F->acc == CT_ACC_SEQ) {
+                if (ct_stop(&F->u)) return;                   /* (a panel is K*Cin deep: poll per panel) */
                 const float *Bp0 = F->Wp + j0 * F->Cin;       /* tap 0, ci 0 of this co panel */
                 /* taps outer, channels inner: the rows missing a tap take the taps they have, one at a time */
                 int64_t MR = ct_gi_mr(F->isa, wj);

@@ -1284,6 +1284,7 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
         for (int64_t c0 = 0; c0 < P->Cout; c0 += CT_KCI) {
             int64_t c1 = ct_min(P->Cout, c0 + CT_KCI);
             for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
+                if (ct_stop(P)) return;                                 /* (a panel is K*CT_KCI deep) */
                 int64_t wj = ct_min(CT_PO, P->Cin - j0);
                 const float *Bp0 = P->Wp + j0 * P->Cout + c0 * wj;     /* k = 0 */
                 int64_t MR = ct_gi_mr(P->isa, wj);
