@@ -301,7 +301,7 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
              soc: Optional[str] = None, num_threads: Optional[int] = None, hf32_rounding: Optional[str] = None,
              hf32_mantissa_bits: Optional[int] = None, hif8_inputs: bool = False, hif8_rounding: Optional[str] = None,
              saturate: Optional[bool] = None, accumulation: Optional[str] = None,
-             block_size: Optional[int] = None) -> np.ndarray:
+             block_size: Optional[int] = None, order_seed: Optional[int] = None) -> np.ndarray:
     """The forward of the TBC convolution as the emulated NPU computes it (CANN's aclnnConvTbc).
 
     ``out[t, b, co] = bias[co] + sum_k sum_ci input[t+k-pad, b, ci] * weight[k, ci, co]``, as ``torch.conv_tbc``.
@@ -327,7 +327,11 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
         Kernel threads in [1, 1024].  None: as ``conv_tbc_backward``.
     hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size : optional
         The emulation options, as in ``conv_tbc_backward`` (None: ``get_emulation_options()``'s).  hif8_rounding
-        and saturate apply to HiFloat8 outputs.  The forward is always deterministic (no order_seed).
+        and saturate apply to HiFloat8 outputs.
+    order_seed : int, optional
+        Accepted and checked like ``conv_tbc_backward``'s (None or an integer >= 0; else 161002), so that one
+        set of emulation keywords serves both calls; it changes nothing here: the forward's sums have no
+        run-to-run order (always deterministic).
     hif8_inputs : bool, optional
         input and weight are uint8 HiFloat8 codes and the result is uint8 HiFloat8 codes (ascend950 only).
 
@@ -346,13 +350,13 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
     """
     arrays = (input, weight, bias)
     scalars = (pad, cube_math_type, soc, num_threads, hif8_inputs)
-    options = (hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size)
+    options = (hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed)
     key = nl.cache_key(FORWARD, arrays, scalars, options, num_threads)
     return nl.call(FORWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))[0]
 
 
 def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads, hif8_inputs, hf32_rounding,
-                     hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size):
+                     hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed):
     """Validate and plan one NumPy call (raising AclnnError); returns the plan and the arrays to read."""
     descs = {n: nl.as_input(a) for n, a in zip(INPUTS, (input, weight, bias))}
     hif8 = int(DT.ACL_HIFLOAT8)
@@ -386,7 +390,7 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
                        profile)
     overrides = {"hf32_rounding": hf32_rounding, "hf32_mantissa_bits": hf32_mantissa_bits,
                  "hif8_rounding": hif8_rounding, "saturate": saturate, "accumulation": accumulation,
-                 "block_size": block_size}
+                 "block_size": block_size, "order_seed": order_seed}
     options, threads = nl.settings(FORWARD, profile, overrides, num_threads)
     plan = nl.plan(FORWARD, problem, FORWARD.kernel_dtypes(descs), options, threads, True, profile)
     return plan, tuple(descs[n].array for n in INPUTS)

@@ -314,10 +314,21 @@ def test_process_settings_are_the_defaults():
 
 @pytest.mark.parametrize("name,value", [("accumulation", "foo"), ("block_size", 0), ("block_size", 65),
                                         ("hf32_rounding", "up"), ("hif8_rounding", "down"), ("soc", "ascend999"),
-                                        ("num_threads", 0), ("hif8_inputs", 1)])
+                                        ("num_threads", 0), ("hif8_inputs", 1), ("order_seed", -1),
+                                        ("order_seed", 1.5)])
 def test_bad_options_rejected(name, value):
     x, w, b = good()
     raises(INVALID, name, str(value), args=(x, w, b, 1), **{name: value})
+
+
+def test_order_seed_accepted_and_changes_nothing():
+    """The forward takes the backward's emulation keywords, order_seed included (one set serves both calls);
+    its sums have no run-to-run order, so a seed changes no bit, on the per-item profiles and ascend950."""
+    for soc in ("ascend910b", "ascend950"):
+        x, w, b = grid_problem((9, 5, 21, 6, 3, 1), "float32", seed=3)
+        ref = pc.conv_tbc(x, w, b, 1, soc=soc)
+        for seed in (0, 7, 2**40):
+            assert_same_bits(pc.conv_tbc(x, w, b, 1, soc=soc, order_seed=seed), ref)
 
 
 def test_forms_differ_where_the_model_says_so():
