@@ -123,15 +123,7 @@ static void ct_gic_gen(int form, int64_t m, int64_t n, const float *DYp, int64_t
 /* ------------------------------------------------------------------------------------------------ */
 /* AVX2 + FMA, form CT_ACC_CUBE: block sums in registers, chains in memory (AVX-512 CPUs: the kernels below) */
 /* ------------------------------------------------------------------------------------------------ */
-/* loads / stores of the first n (0..8) lanes; plain ones when all 8 are wanted (AMD's masked stores are slow,
- * and a masked store followed by a load of the same line stalls) */
-CT_I256 __m256 ct_ld8(const float *p, int64_t n, __m256i m) {
-    return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
-}
-CT_I256 void ct_st8(float *p, int64_t n, __m256i m, __m256 v) {
-    if (n >= 8) _mm256_storeu_ps(p, v);
-    else _mm256_maskstore_ps(p, m, v);
-}
+/* (ct_ld8 / ct_st8: _conv_gemm.h) */
 /* chains += block sums: cm[16*i + 8*v] += s[i][v] for M rows of NV vectors (the chains' L1 tile, 16 floats a row) */
 CT_I256 void ct_chains_add(const int M, const int NV, float *cm, __m256 s[6][2]) {
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {

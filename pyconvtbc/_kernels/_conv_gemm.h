@@ -732,6 +732,16 @@ CT_I256 __m256i ct_mask8(int64_t n) {   /* first n (0..8) lanes */
     if (n < 0) n = 0;
     return _mm256_loadu_si256((const __m256i *)(ct_mask_tab + 8 - n));
 }
+/* loads / stores of the first n (0..8) lanes; plain ones when all 8 are wanted: AMD's masked loads and stores
+ * are slow (on a Zen 1 EPYC the sequential gradInput kernel ran 14 GFLOP/s with a masked load of its weight
+ * rows, 30 with plain ones), and a masked store followed by a load of the same line stalls */
+CT_I256 __m256 ct_ld8(const float *p, int64_t n, __m256i m) {
+    return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+CT_I256 void ct_st8(float *p, int64_t n, __m256i m, __m256 v) {
+    if (n >= 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, m, v);
+}
 
 CT_I256 __m256 ct_round_f16_256(__m256 v) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -798,11 +808,11 @@ static CT_T256 void ct_round_row_256(float *v, int64_t n, int compute, int hbits
     if (compute == CT_C_HF32 && (hbits < 1 || hbits > 22)) return;
     for (int64_t i = 0; i < n; i += 8) {
         __m256i k = ct_mask8(n - i);
-        __m256 x = _mm256_maskload_ps(v + i, k);
+        __m256 x = ct_ld8(v + i, n - i, k);
         if (compute == CT_C_HF32) x = ct_round_hf32_256(x, 23 - hbits, hrnd);
         else if (compute == CT_C_FP16) x = ct_round_f16_256(x);
         else x = ct_round_bf16_256(x);
-        _mm256_maskstore_ps(v + i, k, x);
+        ct_st8(v + i, n - i, k, x);
     }
 }
 
@@ -834,9 +844,10 @@ CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *D
     __m256 acc[6][2];
     __m256i k0 = ct_mask8(n), k1 = ct_mask8(n - 8);
     _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
-        acc[i][0] = _mm256_maskload_ps(C + i * ldc, k0);
-        if (NV == 2) acc[i][1] = _mm256_maskload_ps(C + i * ldc + 8, k1);
+        acc[i][0] = ct_ld8(C + i * ldc, n, k0);
+        if (NV == 2) acc[i][1] = ct_ld8(C + i * ldc + 8, n - 8, k1);
     }
+    const int full = n == 8 * NV;           /* every lane wanted: plain loads of the weight rows */
     const float *B = Bp;
     int64_t c = c0;
     while (c < c1) {
@@ -845,21 +856,25 @@ CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *D
         int64_t cend = ct_min(c1, qb + wq);
         int64_t cnt = cend - c;
         const float *A = DYp + q * RO * CT_PO + row0 * wq + (c - qb);
-        for (int64_t l = 0; l < cnt; l++) {
-            __m256 b0 = _mm256_maskload_ps(B, k0), b1 = _mm256_setzero_ps();
-            if (NV == 2) b1 = _mm256_maskload_ps(B + 8, k1);
-            _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
-                __m256 a = _mm256_broadcast_ss(A + i * wq + l);
-                acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
-                if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
-            }
-            B += ldb;
+#define CT_GI256_ROW(LOAD0, LOAD1)                                                                          \
+        for (int64_t l = 0; l < cnt; l++) {                                                                 \
+            __m256 b0 = LOAD0, b1 = _mm256_setzero_ps();                                                    \
+            if (NV == 2) b1 = LOAD1;                                                                        \
+            _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {                                          \
+                __m256 a = _mm256_broadcast_ss(A + i * wq + l);                                             \
+                acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);                                              \
+                if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);                                 \
+            }                                                                                               \
+            B += ldb;                                                                                       \
         }
+        if (full) CT_GI256_ROW(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))
+        else CT_GI256_ROW(_mm256_maskload_ps(B, k0), _mm256_maskload_ps(B + 8, k1))
+#undef CT_GI256_ROW
         c = cend;
     }
     _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
-        _mm256_maskstore_ps(C + i * ldc, k0, acc[i][0]);
-        if (NV == 2) _mm256_maskstore_ps(C + i * ldc + 8, k1, acc[i][1]);
+        ct_st8(C + i * ldc, n, k0, acc[i][0]);
+        if (NV == 2) ct_st8(C + i * ldc + 8, n - 8, k1, acc[i][1]);
     }
 }
 
@@ -886,22 +901,26 @@ CT_I256 void ct_gw_body_256(const int M, const int NV, int64_t n, int64_t kc, co
     __m256 acc[4][2];
     __m256i k0 = ct_mask8(n), k1 = ct_mask8(n - 8);
     _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
-        acc[i][0] = _mm256_maskload_ps(C + i * ldc, k0);
-        if (NV == 2) acc[i][1] = _mm256_maskload_ps(C + i * ldc + 8, k1);
+        acc[i][0] = ct_ld8(C + i * ldc, n, k0);
+        if (NV == 2) acc[i][1] = ct_ld8(C + i * ldc + 8, n - 8, k1);
     }
-    for (int64_t p = 0; p < kc; p++) {
-        __m256 b0 = _mm256_maskload_ps(B, k0), b1 = _mm256_setzero_ps();
-        if (NV == 2) b1 = _mm256_maskload_ps(B + 8, k1);
-        _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
-            __m256 a = _mm256_broadcast_ss(A + i);
-            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
-            if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
-        }
-        A += lda; B += ldb;
+#define CT_GW256_ROW(LOAD0, LOAD1)                                                                          \
+    for (int64_t p = 0; p < kc; p++) {                                                                      \
+        __m256 b0 = LOAD0, b1 = _mm256_setzero_ps();                                                        \
+        if (NV == 2) b1 = LOAD1;                                                                            \
+        _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {                                              \
+            __m256 a = _mm256_broadcast_ss(A + i);                                                          \
+            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);                                                  \
+            if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);                                     \
+        }                                                                                                   \
+        A += lda; B += ldb;                                                                                 \
     }
+    if (n == 8 * NV) CT_GW256_ROW(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))   /* plain loads when full */
+    else CT_GW256_ROW(_mm256_maskload_ps(B, k0), _mm256_maskload_ps(B + 8, k1))
+#undef CT_GW256_ROW
     _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
-        _mm256_maskstore_ps(C + i * ldc, k0, acc[i][0]);
-        if (NV == 2) _mm256_maskstore_ps(C + i * ldc + 8, k1, acc[i][1]);
+        ct_st8(C + i * ldc, n, k0, acc[i][0]);
+        if (NV == 2) ct_st8(C + i * ldc + 8, n - 8, k1, acc[i][1]);
     }
 }
 
@@ -1121,13 +1140,13 @@ static CT_T256 void ct_gb_partials_256(const float *v, int64_t nr, int64_t wq, f
         for (int64_t s = 0; s < full; s++) {
             const float *row = v + (s * CT_GBR + i) * wq;
             for (int64_t j = 0; j < nv; j++)
-                g[s][j] = _mm256_add_ps(g[s][j], _mm256_maskload_ps(row + 8 * j, km[j]));
+                g[s][j] = _mm256_add_ps(g[s][j], ct_ld8(row + 8 * j, wq - 8 * j, km[j]));
         }
     for (int64_t i = full * CT_GBR; i < nr; i++)
         for (int64_t j = 0; j < nv; j++)
-            g[full][j] = _mm256_add_ps(g[full][j], _mm256_maskload_ps(v + i * wq + 8 * j, km[j]));
+            g[full][j] = _mm256_add_ps(g[full][j], ct_ld8(v + i * wq + 8 * j, wq - 8 * j, km[j]));
     for (int64_t s = 0; s < S; s++)
-        for (int64_t j = 0; j < nv; j++) _mm256_maskstore_ps(out + s * ostride + 8 * j, km[j], g[s][j]);
+        for (int64_t j = 0; j < nv; j++) ct_st8(out + s * ostride + 8 * j, wq - 8 * j, km[j], g[s][j]);
 }
 #endif
 
