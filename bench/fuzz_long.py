@@ -1,12 +1,14 @@
 """Long fuzz run: the properties of tests/test_fuzz.py driven by a seeded random generator.
 
-    python bench/fuzz_long.py [--cann N] [--numpy N] [--seed S] [--threads T] [--report FILE]
+    python bench/fuzz_long.py [--cann N] [--numpy N] [--forward N] [--seed S] [--threads T] [--report FILE]
 
 Runs N CANN-layer scenarios (both phases, statuses against the documented rules, results against the float64
-reference, untouched bytes) and N NumPy-layer calls, one example per seed S, S+1, ...  Prints the example
-count, the outcome counters and every distinct failure (with the seed that reproduces it:
-``test_fuzz.cann_property(test_fuzz.RandomDrawer(seed))``).  Exit status 1 if anything failed.
-Default: 60 000 + 60 000 examples, kernels pinned to 1 thread (PYCONVTBC_FUZZ_THREADS).
+reference, untouched bytes), N NumPy-layer calls and N forward calls (tests/test_fuzz_forward.py: statuses, and
+bits against the forward's model), one example per seed S, S+1, ...  Prints the example count, the outcome
+counters and every distinct failure, with the seed that reproduces it
+(``test_fuzz.cann_property(test_fuzz.RandomDrawer(seed))``, ``test_fuzz_forward.forward_property(seed)``).
+Exit status 1 if anything failed.
+Default: 60 000 + 60 000 + 60 000 examples, kernels pinned to 1 thread (PYCONVTBC_FUZZ_THREADS).
 """
 import argparse
 import collections
@@ -23,6 +25,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cann", type=int, default=60_000)
     ap.add_argument("--numpy", type=int, default=60_000)
+    ap.add_argument("--forward", type=int, default=60_000)
     ap.add_argument("--seed", type=int, default=1_000_000)
     ap.add_argument("--threads", default="1", help="kernel threads per call ('' = random 1-4 per example)")
     ap.add_argument("--report", default=None, help="also write the summary to this file")
@@ -32,15 +35,19 @@ def main(argv=None):
         os.environ["PYCONVTBC_FUZZ_THREADS"] = args.threads
         os.environ.setdefault("OMP_NUM_THREADS", args.threads)
     import test_fuzz as tf
+    import test_fuzz_forward as tff
 
     stats, failures, first = collections.Counter(), collections.Counter(), {}
     t0 = time.time()
     done = 0
-    for layer, n, prop in (("cann", args.cann, tf.cann_property), ("numpy", args.numpy, tf.numpy_property)):
+    props = (("cann", args.cann, lambda s, st: tf.cann_property(tf.RandomDrawer(s), st)),
+             ("numpy", args.numpy, lambda s, st: tf.numpy_property(tf.RandomDrawer(s), st)),
+             ("forward", args.forward, lambda s, st: tff.forward_property(s, st)))
+    for layer, n, prop in props:
         for i in range(n):
             seed = args.seed + i
             try:
-                prop(tf.RandomDrawer(seed), stats)
+                prop(seed, stats)
             except Exception as e:  # every distinct failure once, with the seed that reproduces it
                 key = (layer, type(e).__name__, str(e)[:200])
                 if key not in first:
@@ -50,7 +57,8 @@ def main(argv=None):
             done += 1
             if args.progress and done % args.progress == 0:
                 print(f"... {done} examples, {sum(failures.values())} failures, {time.time() - t0:.0f} s", flush=True)
-    lines = [f"fuzz_long: {done} examples ({args.cann} CANN layer, {args.numpy} NumPy layer), seeds from "
+    lines = [f"fuzz_long: {done} examples ({args.cann} CANN layer, {args.numpy} NumPy layer, {args.forward} "
+             f"forward), seeds from "
              f"{args.seed}, {time.time() - t0:.0f} s, kernel threads {args.threads or 'random 1-4'}",
              f"result: {'PASS' if not failures else 'FAIL'} ({sum(failures.values())} failing examples, "
              f"{len(failures)} distinct)"]

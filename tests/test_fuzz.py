@@ -510,9 +510,18 @@ def model_phase1(sc):
     for i, a in enumerate(OUTPUTS):
         for b in OUTPUTS[:i] + INPUTS:
             sa, sb = spans[a], spans[b]
-            if sa and sb and sa[0] == sb[0] and sa[1] < sb[2] and sb[1] < sa[2]:
+            if sa and sb and sa[0] == sb[0] and sa[1] < sb[2] and sb[1] < sa[2] and \
+                    _element_bytes(recs[a]) & _element_bytes(recs[b]):
                 return INVALID
     return OK
+
+
+def _element_bytes(r):
+    """The set of bytes a view's elements occupy (its buffer offset included): an output is refused only when
+    it shares a byte of an element with another view, not merely an overlapping span (docs/decisions.md)."""
+    item = ITEM[r["dtype"]]
+    addr = element_addresses(r["dims"], r["strides"], r["offset"], item, r["byte_off"]).ravel()
+    return set((addr[:, None] + np.arange(item)).ravel().tolist())
 
 
 # ---- CANN layer: the property -------------------------------------------------------------------------------
