@@ -847,7 +847,6 @@ CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *D
         acc[i][0] = ct_ld8(C + i * ldc, n, k0);
         if (NV == 2) acc[i][1] = ct_ld8(C + i * ldc + 8, n - 8, k1);
     }
-    const int full = n == 8 * NV;           /* every lane wanted: plain loads of the weight rows */
     const float *B = Bp;
     int64_t c = c0;
     while (c < c1) {
@@ -856,20 +855,16 @@ CT_I256 void ct_gi_body_256(const int M, const int NV, int64_t n, const float *D
         int64_t cend = ct_min(c1, qb + wq);
         int64_t cnt = cend - c;
         const float *A = DYp + q * RO * CT_PO + row0 * wq + (c - qb);
-#define CT_GI256_ROW(LOAD0, LOAD1)                                                                          \
-        for (int64_t l = 0; l < cnt; l++) {                                                                 \
-            __m256 b0 = LOAD0, b1 = _mm256_setzero_ps();                                                    \
-            if (NV == 2) b1 = LOAD1;                                                                        \
-            _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {                                          \
-                __m256 a = _mm256_broadcast_ss(A + i * wq + l);                                             \
-                acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);                                              \
-                if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);                                 \
-            }                                                                                               \
-            B += ldb;                                                                                       \
+        for (int64_t l = 0; l < cnt; l++) {
+            __m256 b0 = ct_ld8(B, n, k0), b1 = _mm256_setzero_ps();
+            if (NV == 2) b1 = ct_ld8(B + 8, n - 8, k1);
+            _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
+                __m256 a = _mm256_broadcast_ss(A + i * wq + l);
+                acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+                if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+            }
+            B += ldb;
         }
-        if (full) CT_GI256_ROW(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))
-        else CT_GI256_ROW(_mm256_maskload_ps(B, k0), _mm256_maskload_ps(B + 8, k1))
-#undef CT_GI256_ROW
         c = cend;
     }
     _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
@@ -904,20 +899,16 @@ CT_I256 void ct_gw_body_256(const int M, const int NV, int64_t n, int64_t kc, co
         acc[i][0] = ct_ld8(C + i * ldc, n, k0);
         if (NV == 2) acc[i][1] = ct_ld8(C + i * ldc + 8, n - 8, k1);
     }
-#define CT_GW256_ROW(LOAD0, LOAD1)                                                                          \
-    for (int64_t p = 0; p < kc; p++) {                                                                      \
-        __m256 b0 = LOAD0, b1 = _mm256_setzero_ps();                                                        \
-        if (NV == 2) b1 = LOAD1;                                                                            \
-        _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {                                              \
-            __m256 a = _mm256_broadcast_ss(A + i);                                                          \
-            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);                                                  \
-            if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);                                     \
-        }                                                                                                   \
-        A += lda; B += ldb;                                                                                 \
+    for (int64_t p = 0; p < kc; p++) {
+        __m256 b0 = ct_ld8(B, n, k0), b1 = _mm256_setzero_ps();
+        if (NV == 2) b1 = ct_ld8(B + 8, n - 8, k1);
+        _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
+            __m256 a = _mm256_broadcast_ss(A + i);
+            acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+            if (NV == 2) acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+        }
+        A += lda; B += ldb;
     }
-    if (n == 8 * NV) CT_GW256_ROW(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))   /* plain loads when full */
-    else CT_GW256_ROW(_mm256_maskload_ps(B, k0), _mm256_maskload_ps(B + 8, k1))
-#undef CT_GW256_ROW
     _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
         ct_st8(C + i * ldc, n, k0, acc[i][0]);
         if (NV == 2) ct_st8(C + i * ldc + 8, n - 8, k1, acc[i][1]);
