@@ -177,8 +177,9 @@ def main():
             s, c = rows[(f"{k}_sequential", isa)], rows[(f"{k}_cube", isa)]
             print(f"| {isa} | {peak:.0f} | {label} | {s:.0f} | {c:.0f} | {s / c:.2f}x | {100 * c / peak:.0f}% |")
     print("\nThe cube form does 9 vector operations per 8 products at k0 = 8 (a block of 8 FMAs, then one add into "
-          "the chain), so at the FMA peak its rate is at most 8/9 of the peak: "
-          + ", ".join(f"{isa} {rows[('fma', isa)] * 8 / 9:.0f} GFLOP/s" for isa in isas) + ".")
+          "the chain), so where adds share the FMA ports (Intel's cores) its rate is at most 8/9 of the FMA peak: "
+          + ", ".join(f"{isa} {rows[('fma', isa)] * 8 / 9:.0f} GFLOP/s" for isa in isas)
+          + ".  AMD's Zen cores add on pipes of their own: there the bound is the peak itself.")
 
 
 if __name__ == "__main__":
