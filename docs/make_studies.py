@@ -148,6 +148,7 @@ def _close_runs(a, b):
             return False
     return True
 
+
 _BEGIN = re.compile(r"^<!-- generated: (\w+) -->$", re.M)
 
 

@@ -574,6 +574,10 @@ def _check_cann_results(sc, before, after, what):
                          (vals["gradInput"], vals["gradWeight"], vals["gradBias"]), bits, what=what)
 
 
+# the kernels' code paths this CPU can run (the fuzz picks one now and then)
+ISAS = ["portable", "avx2", "avx512"][:["portable", "avx2", "avx512"].index(_conv_tbc.isa_supported()) + 1]
+
+
 def cann_property(d, stats=None):
     """One random scenario through both phases; asserts statuses and results (see the module docstring)."""
     stats = stats if stats is not None else collections.Counter()
@@ -583,11 +587,10 @@ def cann_property(d, stats=None):
     bufs, streams, extra = {}, [], []
     old_env = os.environ.get("PYCONVTBC_NUM_THREADS")
     old_par = _conv_tbc._set_parallel_min(0 if d.flag(0.3) else None)
-    isas = ["portable", "avx2", "avx512"][:["portable", "avx2", "avx512"].index(_conv_tbc.isa_supported()) + 1]
     if os.environ.get("PYCONVTBC_FUZZ_ISA"):          # memory-checker runs pin each code path in turn
         _conv_tbc._set_isa(os.environ["PYCONVTBC_FUZZ_ISA"])
     elif d.flag(0.2):
-        _conv_tbc._set_isa(d.pick(isas))
+        _conv_tbc._set_isa(d.pick(ISAS))
     os.environ["PYCONVTBC_NUM_THREADS"] = os.environ.get("PYCONVTBC_FUZZ_THREADS") or str(d.int(1, 4))
     pc.set_soc_version(sc["soc"])
     try:

@@ -17,10 +17,10 @@ import pyconvtbc as pc
 from pyconvtbc._kernels import _conv_tbc as KERN
 
 from test_forward import (CMTS, DTYPES, FORMS, SOCS, assert_same_bits, compute_of, grid_problem, model)
+from test_fuzz import ISAS
 
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
 INVALID = 161002
-ISAS = ["portable", "avx2", "avx512"][:["portable", "avx2", "avx512"].index(KERN.isa_supported()) + 1]
 
 
 def _layout(rng, a):
@@ -59,7 +59,7 @@ def forward_property(seed, stats=None):
     cmt = int(rng.choice(cells)) if cells else int(rng.integers(0, 4))
     form = str(rng.choice(FORMS))
     block_size = None if rng.random() < 0.7 else int(rng.integers(1, 21))
-    threads = int(rng.integers(1, 5))
+    threads = int(rng.integers(1, 5))      # drawn always, so that a seed draws the same example either way
     threads = int(os.environ.get("PYCONVTBC_FUZZ_THREADS") or threads)   # (bench/fuzz_long.py --threads)
     x, w, b = grid_problem((T_in, B, Cin, Cout, K, pad), dn, seed=seed)
     b = b.astype(DTYPES[str(rng.choice(list(DTYPES)))])          # any bias dtype, whatever self's
@@ -76,20 +76,19 @@ def forward_property(seed, stats=None):
         why = ("T_out",)
     else:
         why = None
+    call = dict(cube_math_type=cmt, soc=soc, accumulation=form, block_size=block_size, num_threads=threads)
     old = KERN.isa()
     if rng.random() < 0.3:
         KERN._set_isa(str(rng.choice(ISAS)))
     try:
         if why:
             with pytest.raises(pc.AclnnError) as e:
-                pc.conv_tbc(xv, wv, bv, pad, cube_math_type=cmt, soc=soc, accumulation=form, block_size=block_size,
-                            num_threads=threads)
+                pc.conv_tbc(xv, wv, bv, pad, **call)
             assert e.value.status == INVALID, (e.value.status, e.value.message)
             assert all(f in e.value.message for f in why), (why, e.value.message)
             stats["forward rejected"] = stats.get("forward rejected", 0) + 1
             return stats
-        out = pc.conv_tbc(xv, wv, bv, pad, cube_math_type=cmt, soc=soc, accumulation=form, block_size=block_size,
-                          num_threads=threads)
+        out = pc.conv_tbc(xv, wv, bv, pad, **call)
     finally:
         KERN._set_isa(old)
     assert out.flags.c_contiguous and out.shape == (T_out, B, Cout)
