@@ -29,6 +29,12 @@
 
 #include "_codes.h"
 
+/* blocks per pass of the cube gi / forward tasks: about CT_KCB reduction rows, so that a 16-column half of the
+ * weight rows of a pass (CT_KCB x 64 bytes) stays in L1.  Cache blocking only: no result depends on it. */
+#define CT_KCB 256
+static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
+
+
 /* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero (then f is
  * not 0, and its bit pattern minus one is the next float toward zero: FLT_MAX for an infinity) */
 static inline float ct_f64_to_f32_rz(double d) {
@@ -213,15 +219,15 @@ static CT_T256 void ct_gwc_ukr_256(int64_t m, int64_t n, const float *A, int64_t
     }
 }
 
-/* gi, the common case: one block of L (8 or 16, a compile-time constant) products for 6 rows x 16 ci, the
+/* gi, the common case: one block of L (8 or 16, a compile-time constant) products for M rows x 16 ci, the
  * block's channels inside one full DY panel (A rows CT_PO floats apart) and a full W panel (B rows CT_PO floats
  * apart).  Fully unrolled with constant offsets: no scalar work between the FMAs.  Same operations, same order
  * as the general block below (s from +0 by FMAs in channel order, then chain = chain + s). */
-CT_I256 void ct_gic_blk6_256(const int L, const float *Ar, const float *Bb, float *cm) {
+CT_I256 void ct_gic_blk_256(const int M, const int L, const float *Ar, const float *Bb, float *cm) {
     __m256 s[6][2];
     {
         __m256 b0 = _mm256_loadu_ps(Bb), b1 = _mm256_loadu_ps(Bb + 8);
-        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
             __m256 av = _mm256_broadcast_ss(Ar + i * CT_PO);
             s[i][0] = _mm256_mul_ps(av, b0);
             s[i][1] = _mm256_mul_ps(av, b1);
@@ -229,15 +235,18 @@ CT_I256 void ct_gic_blk6_256(const int L, const float *Ar, const float *Bb, floa
     }
     _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
         __m256 b0 = _mm256_loadu_ps(Bb + l * CT_PO), b1 = _mm256_loadu_ps(Bb + l * CT_PO + 8);
-        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
             __m256 av = _mm256_broadcast_ss(Ar + i * CT_PO + l);
             s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
             s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
         }
     }
-    ct_chains_add(6, 2, cm, s);
+    ct_chains_add(M, 2, cm, s);
 }
 
+#ifndef CT_GIC256_M
+#define CT_GIC256_M 4
+#endif
 /* gi: M (<= 6) rows x NV*8 (<= 16) ci; the chains are copied from the tile C into an L1 tile (cm), take one
  * load/add/store per block there, and go back to C at the end. */
 CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
@@ -260,7 +269,7 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
         ct_chains_add(M, NV, cm, z);
     }
     /* the unrolled block applies when the tile is whole and the blocks are 8 or 16 channels of full panels */
-    int fast = M == 6 && NV == 2 && n == 16 && ldb == CT_PO && (k0 == 8 || k0 == 16);
+    int fast = M == CT_GIC256_M && NV == 2 && n == 16 && ldb == CT_PO && (k0 == 8 || k0 == 16);
     int64_t full = (Cout / CT_PO) * CT_PO;           /* channels [0, full) lie in full panels */
     int64_t g = jb0 / K, kk = jb0 % K;
     for (int64_t jb = jb0; jb < jb1; jb++) {
@@ -269,8 +278,8 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
         if (fast && hi == lo + k0 && hi <= full && lo / CT_PO == (hi - 1) / CT_PO) {
             int64_t q = lo / CT_PO;
             const float *Ar = DYp + q * RO * CT_PO + row * CT_PO + (lo - q * CT_PO);
-            if (k0 == 8) ct_gic_blk6_256(8, Ar, Bb, cm);
-            else ct_gic_blk6_256(16, Ar, Bb, cm);
+            if (k0 == 8) ct_gic_blk_256(CT_GIC256_M, 8, Ar, Bb, cm);
+            else ct_gic_blk_256(CT_GIC256_M, 16, Ar, Bb, cm);
         } else {
             __m256 s[6][2];
             _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
@@ -310,17 +319,61 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
                else ct_gic_body_256(MM, 1, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, \
                                     Ci + j0, ldc); } break;
 
-/* rows [i0, i1) of a panel of n columns: each 16-column half outer, tiles of 6 rows inner, so that the half's
- * weight rows for the blocks [jb0, jb1) stay in L1 while the rows go by */
+/* gi, a pass of whole blocks (each k0 = L channels inside one full DY panel, weight panel rows CT_PO floats
+ * apart, blocks one after the other in it): M rows x 16 ci over nb blocks, block jb's DY at A0 + aoff[jb] (the
+ * offsets are the same for every tile of the pass: computed once by the caller), its weight rows at
+ * Bb + jb*L*CT_PO.  Same operations, same order as ct_gic_body_256. */
+CT_I256 void ct_gic_pass_256(const int M, const int L, int64_t nb, const float *A0, const int64_t *aoff,
+                             const float *Bb, float *C, int64_t ldc) {
+    float cm[6 * 16] __attribute__((aligned(32)));
+    __m256 z[6][2];
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        _mm256_store_ps(cm + 16 * i, _mm256_loadu_ps(C + i * ldc));
+        _mm256_store_ps(cm + 16 * i + 8, _mm256_loadu_ps(C + i * ldc + 8));
+        z[i][0] = z[i][1] = _mm256_setzero_ps();
+    }
+    ct_chains_add(M, 2, cm, z);                      /* +0 before the first block (nb > 0): see ct_gic_body_256 */
+    for (int64_t jb = 0; jb < nb; jb++) ct_gic_blk_256(M, L, A0 + aoff[jb], Bb + jb * L * CT_PO, cm);
+    _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
+        _mm256_storeu_ps(C + i * ldc, _mm256_load_ps(cm + 16 * i));
+        _mm256_storeu_ps(C + i * ldc + 8, _mm256_load_ps(cm + 16 * i + 8));
+    }
+}
+
+/* rows [i0, i1) of a panel of n columns: each 16-column half outer, tiles of CT_GIC256_M rows inner, so that the
+ * half's weight rows for the blocks [jb0, jb1) stay in L1 while the rows go by */
 static CT_T256 void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
                                     int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
                                     int64_t Cout, const float *Bp, float *C, int64_t ldc) {
+    enum { M = CT_GIC256_M };
+    /* a pass of whole blocks of full panels: every tile takes the unrolled blocks at precomputed offsets */
+    if (n == CT_PO && (k0 == 8 || k0 == 16) && jb0 < jb1 && jb1 - jb0 <= CT_KCB / 8 &&
+        (jb1 - 1) / K * k0 + k0 <= (Cout / CT_PO) * CT_PO) {
+        int64_t aoff[CT_KCB / 8], nb = jb1 - jb0, g = jb0 / K, kk = jb0 % K;
+        for (int64_t jb = 0; jb < nb; jb++) {
+            int64_t lo = g * k0, q = lo / CT_PO;
+            aoff[jb] = q * RO * CT_PO + kk * dk * CT_PO + (lo - q * CT_PO);
+            if (++kk == K) { kk = 0; g++; }
+        }
+        const float *Bb = Bp + jb0 * k0 * CT_PO;
+        int64_t iz = i0 + (i1 - i0) / M * M;
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {
+            for (int64_t i = i0; i < iz; i += M) {
+                const float *A0 = DYp + (i + rowoff) * CT_PO;
+                if (k0 == 8) ct_gic_pass_256(M, 8, nb, A0, aoff, Bb + j0, C + (i - i0) * ldc + j0, ldc);
+                else ct_gic_pass_256(M, 16, nb, A0, aoff, Bb + j0, C + (i - i0) * ldc + j0, ldc);
+            }
+        }
+        if (iz == i1) return;
+        C += (iz - i0) * ldc;
+        i0 = iz;
+    }
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         int64_t nn = ct_min(16, n - j0);
         int nv = nn > 8 ? 2 : 1;
-        for (int64_t i = i0; i < i1; i += 6) {
+        for (int64_t i = i0; i < i1; i += M) {
             float *Ci = C + (i - i0) * ldc;
-            switch (ct_min(6, i1 - i)) {
+            switch (ct_min(M, i1 - i)) {
                 CT_GIC256(1) CT_GIC256(2) CT_GIC256(3) CT_GIC256(4) CT_GIC256(5) CT_GIC256(6)
                 default: break;
             }
@@ -592,11 +645,6 @@ static void ct_gic_edge(const ct_plan *P, int64_t u, int64_t v, int64_t n, int64
         if (a < b) ct_gic_rows(P, a, b, n, rowoff, dk, jb, jb + 1, Bp, C + (a - u) * ldc, ldc);
     }
 }
-
-/* blocks per pass of the cube gi / forward tasks: about CT_KCB reduction rows, so that a 16-column half of the
- * weight rows of a pass (CT_KCB x 64 bytes) stays in L1.  Cache blocking only: no result depends on it. */
-#define CT_KCB 256
-static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* tasks                                                                                            */
