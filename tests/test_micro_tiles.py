@@ -1,11 +1,11 @@
 """Every micro-kernel path of the gradInput / forward sums, bit for bit against the independent model.
 
 The AVX2 kernels take an unrolled path for the common case (a pass whose blocks are all 8 or 16 channels lying
-inside whole 32-channel panels, over whole 4-row x 16-channel tiles) and a general path for the rest (the rows left
-over, a last narrower panel, blocks of other sizes, a block cut by a panel edge).  The shapes below put every
-output through one or the other, on every instruction set this CPU has and for 1 and 3 threads, and compare with the model of
-accum_reference.py on grid data (float64 sums exact).  The unrolled path starts each block sum with a product
-instead of +0 + product; the signed-zero cases check that this never shows (a -0 bias with -0 products).
+inside whole 32-channel panels, over whole 4-row x 16-channel tiles) and a general path for the rest (the rows
+left over, a last narrower panel, blocks of other sizes, a block cut by a panel edge). The shapes below put every
+output through one or the other, on every instruction set this CPU has and for 1 and 3 threads, and compare with
+the model of accum_reference.py on grid data (float64 sums exact). The unrolled path starts each block sum with a
+product instead of +0 + product; the signed-zero cases check that this never shows (a -0 bias with -0 products).
 """
 import numpy as np
 import pytest
