@@ -148,6 +148,8 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
     __m256 s[6][2];
     float cm[6 * 16] __attribute__((aligned(32)));
     __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
+    if (D)   /* the output tile that the chains end in (L2 at best): fetched while the blocks run */
+        _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) __builtin_prefetch(D + i * ldd, 1);
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
         _mm256_store_ps(cm + 16 * i, cin ? ct_ld8(Cc + i * ldc, n, m0) : _mm256_setzero_ps());
         if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, cin ? ct_ld8(Cc + i * ldc + 8, n - 8, m1) : _mm256_setzero_ps());
