@@ -19,6 +19,7 @@ def test_defaults():
     assert set(DEFAULTS) == set(K.hooks.names)
     assert DEFAULTS["isa"] == K.isa_supported() and DEFAULTS["parallel_min"] == K.PARALLEL_MIN_FLOPS
     assert DEFAULTS["gw_pairs"] is True and DEFAULTS["phase_mask"] == 7 and len(DEFAULTS["blocking"]) == 6
+    assert DEFAULTS["gi_rows"] is None
 
 
 def test_set_returns_the_old_values_and_none_restores_the_default():
@@ -51,6 +52,9 @@ def test_bad_values_change_nothing():
         K.hooks.set(blocking=(None,) * 5)
     with pytest.raises(ValueError):
         K.hooks.set(gw_pairs=False, parallel_min="many")
+    for bad in (5, 0, True, "4"):
+        with pytest.raises(ValueError, match="gi_rows"):
+            K.hooks.set(gi_rows=bad, gw_pairs=False)
     assert K.hooks.get() == DEFAULTS
 
 
@@ -76,7 +80,7 @@ def test_a_call_reads_the_knobs_it_started_with():
     b = np.zeros(33, np.float32)
     ref = pc.conv_tbc_backward(dy, x, w, b, 1, num_threads=2, deterministic=True)
     blk = DEFAULTS["blocking"]
-    with K.hooks.override(isa="portable", parallel_min=0, gw_pairs=False,
+    with K.hooks.override(isa="portable", parallel_min=0, gw_pairs=False, gi_rows=4,
                           blocking=(42, 32, None, 8, 32, 16)):
         got = pc.conv_tbc_backward(dy, x, w, b, 1, num_threads=2, deterministic=True)
     assert K.hooks.get()["blocking"] == blk

@@ -1,11 +1,12 @@
 """Every micro-kernel path of the gradInput / forward sums, bit for bit against the independent model.
 
 The AVX2 kernels take an unrolled path for the common case (a pass whose blocks are all 8 or 16 channels lying
-inside whole 32-channel panels, over whole 4-row x 16-channel tiles) and a general path for the rest (the rows
-left over, a last narrower panel, blocks of other sizes, a block cut by a panel edge). The shapes below put every
-output through one or the other, on every instruction set this CPU has and for 1 and 3 threads, and compare with
-the model of accum_reference.py on grid data (float64 sums exact). The unrolled path starts each block sum with a
-product instead of +0 + product; the signed-zero cases check that this never shows (a -0 bias with -0 products).
+inside whole 32-channel panels, over whole 4- or 6-row x 16-channel tiles) and a general path for the rest (the
+rows left over, a last narrower panel, blocks of other sizes, a block cut by a panel edge). The shapes below put
+every output through one or the other, on every instruction set this CPU has and for 1 and 3 threads, and compare
+with the model of accum_reference.py on grid data (float64 sums exact). The unrolled path starts each block sum
+with a product instead of +0 + product; the signed-zero cases check that this never shows (a -0 bias with -0
+products).
 """
 import numpy as np
 import pytest
@@ -26,17 +27,14 @@ FWD_SHAPES = [(10, 3, 64, 32, 3, 1), (9, 4, 72, 45, 3, 1), (7, 2, 40, 20, 2, 1),
 
 
 def _each_isa_and_threads(call):
-    """call() on every instruction set and for 1 and 3 threads (parallel threshold 0); all results."""
+    """call() on every instruction set (AVX2 with row tiles of 4 and of 6) and for 1 and 3 threads (parallel
+    threshold 0); all results."""
     outs = []
-    old = K._set_parallel_min(0)
-    try:
-        for isa in ISAS:
-            K._set_isa(isa)
-            for n in (1, 3):
-                outs.append(call(n))
-    finally:
-        K._set_isa(None)
-        K._set_parallel_min(old)
+    for isa in ISAS:
+        for rows in ((4, 6) if isa == "avx2" else (None,)):
+            with K.hooks.override(isa=isa, parallel_min=0, gi_rows=rows):
+                for n in (1, 3):
+                    outs.append(call(n))
     return outs
 
 

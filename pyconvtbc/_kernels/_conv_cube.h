@@ -246,9 +246,6 @@ CT_I256 void ct_gic_blk_256(const int M, const int L, const float *Ar, const flo
     ct_chains_add(M, 2, cm, s);
 }
 
-#ifndef CT_GIC256_M
-#define CT_GIC256_M 4
-#endif
 /* gi: M (<= 6) rows x NV*8 (<= 16) ci; the chains are copied from the tile C into an L1 tile (cm), take one
  * load/add/store per block there, and go back to C at the end. */
 CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
@@ -271,7 +268,7 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
         ct_chains_add(M, NV, cm, z);
     }
     /* the unrolled block applies when the tile is whole and the blocks are 8 or 16 channels of full panels */
-    int fast = M == CT_GIC256_M && NV == 2 && n == 16 && ldb == CT_PO && (k0 == 8 || k0 == 16);
+    int fast = NV == 2 && n == 16 && ldb == CT_PO && (k0 == 8 || k0 == 16);
     int64_t full = (Cout / CT_PO) * CT_PO;           /* channels [0, full) lie in full panels */
     int64_t g = jb0 / K, kk = jb0 % K;
     for (int64_t jb = jb0; jb < jb1; jb++) {
@@ -280,8 +277,8 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
         if (fast && hi == lo + k0 && hi <= full && lo / CT_PO == (hi - 1) / CT_PO) {
             int64_t q = lo / CT_PO;
             const float *Ar = DYp + q * RO * CT_PO + row * CT_PO + (lo - q * CT_PO);
-            if (k0 == 8) ct_gic_blk_256(CT_GIC256_M, 8, Ar, Bb, cm);
-            else ct_gic_blk_256(CT_GIC256_M, 16, Ar, Bb, cm);
+            if (k0 == 8) ct_gic_blk_256(M, 8, Ar, Bb, cm);
+            else ct_gic_blk_256(M, 16, Ar, Bb, cm);
         } else {
             __m256 s[6][2];
             _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
@@ -342,12 +339,12 @@ CT_I256 void ct_gic_pass_256(const int M, const int L, int64_t nb, const float *
     }
 }
 
-/* rows [i0, i1) of a panel of n columns: each 16-column half outer, tiles of CT_GIC256_M rows inner, so that the
- * half's weight rows for the blocks [jb0, jb1) stay in L1 while the rows go by */
-static CT_T256 void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
-                                    int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
-                                    int64_t Cout, const float *Bp, float *C, int64_t ldc) {
-    enum { M = CT_GIC256_M };
+/* rows [i0, i1) of a panel of n columns: each 16-column half outer, tiles of M rows inner, so that the half's
+ * weight rows for the blocks [jb0, jb1) stay in L1 while the rows go by.  M (4 or 6: ct_gic256_m) is cache and
+ * register blocking only: no result depends on it. */
+CT_I256 void ct_gic_rows_m_256(const int M, int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
+                               int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
+                               int64_t Cout, const float *Bp, float *C, int64_t ldc) {
     /* a pass of whole blocks of full panels: every tile takes the unrolled blocks at precomputed offsets */
     if (n == CT_PO && (k0 == 8 || k0 == 16) && jb0 < jb1 && jb1 - jb0 <= CT_KCB / 8 &&
         (jb1 - 1) / K * k0 + k0 <= (Cout / CT_PO) * CT_PO) {
@@ -381,6 +378,24 @@ static CT_T256 void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const flo
             }
         }
     }
+}
+/* one function per tile height, not inlined into each other: inlined together, the compiler allocated the
+ * registers of both worse (block sums spilled: 1.1-2x the time on Zen 1) */
+static CT_T256 __attribute__((noinline)) void ct_gic_rows4_256(int64_t i0, int64_t i1, int64_t n, const float *DYp,
+        int64_t RO, int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
+        const float *Bp, float *C, int64_t ldc) {
+    ct_gic_rows_m_256(4, i0, i1, n, DYp, RO, rowoff, dk, K, jb0, jb1, k0, Cout, Bp, C, ldc);
+}
+static CT_T256 __attribute__((noinline)) void ct_gic_rows6_256(int64_t i0, int64_t i1, int64_t n, const float *DYp,
+        int64_t RO, int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
+        const float *Bp, float *C, int64_t ldc) {
+    ct_gic_rows_m_256(6, i0, i1, n, DYp, RO, rowoff, dk, K, jb0, jb1, k0, Cout, Bp, C, ldc);
+}
+static inline void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO, int64_t rowoff,
+                                   int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
+                                   const float *Bp, float *C, int64_t ldc) {
+    if (ct_gic256_m() == 4) ct_gic_rows4_256(i0, i1, n, DYp, RO, rowoff, dk, K, jb0, jb1, k0, Cout, Bp, C, ldc);
+    else ct_gic_rows6_256(i0, i1, n, DYp, RO, rowoff, dk, K, jb0, jb1, k0, Cout, Bp, C, ldc);
 }
 /* ------------------------------------------------------------------------------------------------ */
 /* AVX-512, form CT_ACC_CUBE: the same operations in the same order as the AVX2 kernels above, on      */

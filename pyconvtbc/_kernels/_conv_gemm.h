@@ -35,6 +35,13 @@
 
 enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2 };
 static int ct_gw_pairs_on = 1;   /* AVX-512 co-pair gw kernel for narrow channels (a profiling hook turns it off) */
+/* Rows per tile of the AVX2 cube gradInput / forward kernels (_conv_cube.h): 4 or 6; 0 (the default) picks by
+ * CPU: 4 on AMD (measured on Zen 1: 12 block sums held with their chains in L1 ran at 75% of the FMA peak, 8
+ * with 5 of their chains kept in registers at 83%), 6 elsewhere (Intel's AVX2 cores need 8 or more independent
+ * FMA chains in flight).  A test hook sets it; no result depends on it. */
+static int ct_gic256_rows = 0;
+static int ct_cpu_amd = 0;          /* set by ct_isa_supported (at import, before any kernel runs) */
+static inline int ct_gic256_m(void) { return ct_gic256_rows ? ct_gic256_rows : (ct_cpu_amd ? 4 : 6); }
 
 #define CT_PO 32          /* lanes of a DYp panel (co) and of a Wp panel (ci) */
 #define CT_PX 8           /* lanes of an Xp panel (ci) */
@@ -974,6 +981,7 @@ static CT_T256 void ct_gw_ukr_256(int64_t m, int64_t n, int64_t kc, const float 
 static int ct_isa_supported(void) {
 #if CT_X86
     __builtin_cpu_init();
+    ct_cpu_amd = __builtin_cpu_is("amd") ? 1 : 0;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"))

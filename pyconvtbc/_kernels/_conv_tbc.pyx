@@ -86,6 +86,7 @@ cdef extern from "_conv_gemm.h" nogil:
     void ct_win_zero(const ct_plan *P)
     int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512
     int ct_gw_pairs_on
+    int ct_gic256_rows
 
 
 cdef extern from "_conv_fwd.h" nogil:
@@ -148,6 +149,8 @@ def isa_supported():
 #                 that size (None: the defaults).  kci changes gi's summation order (results stay correct,
 #                 bits may change)
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
+#   gi_rows       rows per tile of the AVX2 cube gradInput / forward kernels, 4 or 6 (None: by CPU, 4 on AMD and
+#                 6 elsewhere); the same bits either way
 #   phase_mask    run only some phases: 1 pack, 2 gi, 4 gw (None: 7 = all); results are then garbage
 #   stream_rows   streamed DY (_conv_stream.h): windows of about this many rows whatever DY's size (0: never
 #                 stream; None: stream when the packed DY would exceed 64 MiB).  The same bits either way;
@@ -170,12 +173,13 @@ def _check_blocking(int i, v):
 class _Hooks:
     """The kernels' test and profiling knobs (see above): ``get()``, ``set(**knobs)``, ``override(**knobs)``."""
 
-    names = ("isa", "parallel_min", "blocking", "gw_pairs", "phase_mask", "stream_rows")
+    names = ("isa", "parallel_min", "blocking", "gw_pairs", "gi_rows", "phase_mask", "stream_rows")
 
     def get(self):
         """The current value of every knob, as a dict."""
         return {"isa": ISA_NAMES[_knobs.isa], "parallel_min": _knobs.par_min,
                 "blocking": tuple(ct_blk[i] for i in range(6)), "gw_pairs": bool(ct_gw_pairs_on),
+                "gi_rows": None if ct_gic256_rows == 0 else ct_gic256_rows,
                 "phase_mask": _knobs.phase_mask,
                 "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force)}
 
@@ -198,6 +202,10 @@ class _Hooks:
             raise ValueError(f"blocking must have 6 entries (mci, nci, kci, mcw, ncw, kcw), got {v!r}")
         v = knobs.get("gw_pairs")
         pairs = 1 if v is None or v else 0
+        v = knobs.get("gi_rows")
+        if v is not None and (isinstance(v, bool) or v not in (4, 6)):
+            raise ValueError(f"gi_rows must be None, 4 or 6, got {v!r}")
+        gi_rows = 0 if v is None else int(v)
         v = knobs.get("phase_mask")
         mask = 7 if v is None else int(v)
         v = knobs.get("stream_rows")
@@ -205,7 +213,7 @@ class _Hooks:
             raise ValueError(f"stream_rows must be None or an int >= 0, got {v!r}")
         force = 0 if v is None else (-1 if v == 0 else int(v))
         old = {k: v for k, v in self.get().items() if k in knobs}
-        global ct_gw_pairs_on, ct_win_force
+        global ct_gw_pairs_on, ct_gic256_rows, ct_win_force
         if "stream_rows" in knobs:
             ct_win_force = force
         if "isa" in knobs:
@@ -217,6 +225,8 @@ class _Hooks:
                 ct_blk[i] = blk[i]
         if "gw_pairs" in knobs:
             ct_gw_pairs_on = pairs
+        if "gi_rows" in knobs:
+            ct_gic256_rows = gi_rows
         if "phase_mask" in knobs:
             _knobs.phase_mask = mask
         return old
