@@ -34,7 +34,6 @@
 #define CT_KCB 256
 static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
 
-
 /* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero (then f is
  * not 0, and its bit pattern minus one is the next float toward zero: FLT_MAX for an infinity) */
 static inline float ct_f64_to_f32_rz(double d) {
