@@ -575,11 +575,71 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
                else ct_gic_body_512(MM, 1, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, Ci, ldc); \
              } break;
 
-/* rows [i0, i1) of a panel of n (<= 32) columns, in tiles of 12 rows; the panel's weight rows for the blocks
- * [jb0, jb1) (CT_KCB x 128 bytes) stay in L1 while the rows go by */
+/* gi, a pass of whole blocks (each k0 = L channels inside one full DY panel, a full 32-column weight panel,
+ * blocks one after the other in it): M rows x 32 ci over nb blocks, block jb's DY at A0 + aoff[jb] (the same
+ * offsets for every tile of the pass: computed once by the caller), its weight rows at Bb + jb*L*CT_PO.  The
+ * chains in registers; same operations, same order as ct_gic_body_512. */
+CT_I512 void ct_gic_pass_512(const int M, const int L, int64_t nb, const float *A0, const int64_t *aoff,
+                             const float *Bb, float *C, int64_t ldc) {
+    __m512 c[CT_GIC512_M][2], s[CT_GIC512_M][2];
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {   /* +0 before the first block (nb > 0) */
+        c[i][0] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc), _mm512_setzero_ps());
+        c[i][1] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc + 16), _mm512_setzero_ps());
+    }
+    for (int64_t jb = 0; jb < nb; jb++, Bb += L * CT_PO) {
+        const float *Ar = A0 + aoff[jb];
+        {
+            __m512 b0 = _mm512_loadu_ps(Bb), b1 = _mm512_loadu_ps(Bb + 16);
+            _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                __m512 av = _mm512_set1_ps(Ar[i * CT_PO]);
+                s[i][0] = _mm512_mul_ps(av, b0);
+                s[i][1] = _mm512_mul_ps(av, b1);
+            }
+        }
+        _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
+            __m512 b0 = _mm512_loadu_ps(Bb + l * CT_PO), b1 = _mm512_loadu_ps(Bb + l * CT_PO + 16);
+            _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+                __m512 av = _mm512_set1_ps(Ar[i * CT_PO + l]);
+                s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
+                s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+            }
+        }
+        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+            c[i][0] = _mm512_add_ps(c[i][0], s[i][0]);
+            c[i][1] = _mm512_add_ps(c[i][1], s[i][1]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+        _mm512_storeu_ps(C + i * ldc, c[i][0]);
+        _mm512_storeu_ps(C + i * ldc + 16, c[i][1]);
+    }
+}
+
+/* rows [i0, i1) of a panel of n (<= 32) columns, in tiles of CT_GIC512_M rows; the panel's weight rows for the
+ * blocks [jb0, jb1) (CT_KCB x 128 bytes) stay in L1 while the rows go by */
 static CT_T512 void ct_gic_rows_512(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
                                     int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
                                     int64_t Cout, const float *Bp, float *C, int64_t ldc) {
+    /* a pass of whole blocks of full panels: every tile takes the unrolled blocks at precomputed offsets */
+    if (n == CT_PO && (k0 == 8 || k0 == 16) && jb0 < jb1 && jb1 - jb0 <= CT_KCB / 8 &&
+        (jb1 - 1) / K * k0 + k0 <= (Cout / CT_PO) * CT_PO) {
+        int64_t aoff[CT_KCB / 8], nb = jb1 - jb0, g = jb0 / K, kk = jb0 % K;
+        for (int64_t jb = 0; jb < nb; jb++) {
+            int64_t lo = g * k0, q = lo / CT_PO;
+            aoff[jb] = q * RO * CT_PO + kk * dk * CT_PO + (lo - q * CT_PO);
+            if (++kk == K) { kk = 0; g++; }
+        }
+        const float *Bb = Bp + jb0 * k0 * CT_PO;
+        int64_t iz = i0 + (i1 - i0) / CT_GIC512_M * CT_GIC512_M;
+        for (int64_t i = i0; i < iz; i += CT_GIC512_M) {
+            const float *A0 = DYp + (i + rowoff) * CT_PO;
+            if (k0 == 8) ct_gic_pass_512(CT_GIC512_M, 8, nb, A0, aoff, Bb, C + (i - i0) * ldc, ldc);
+            else ct_gic_pass_512(CT_GIC512_M, 16, nb, A0, aoff, Bb, C + (i - i0) * ldc, ldc);
+        }
+        if (iz == i1) return;
+        C += (iz - i0) * ldc;
+        i0 = iz;
+    }
     int nv = n > 16 ? 2 : 1;
     for (int64_t i = i0; i < i1; i += CT_GIC512_M) {
         float *Ci = C + (i - i0) * ldc;
