@@ -416,6 +416,11 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
     __m512 s[12][2];
     float cm[8 * 32] __attribute__((aligned(64)));
     __mmask16 m0 = ct_mask16(n), m1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
+    if (D)   /* the output tile that the chains end in (L2 at best): fetched while the blocks run */
+        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+            __builtin_prefetch(D + i * ldd, 1);
+            if (NV == 2) __builtin_prefetch(D + i * ldd + 16, 1);
+        }
     _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
         _mm512_store_ps(cm + 32 * i, cin ? _mm512_maskz_loadu_ps(m0, Cc + i * ldc) : _mm512_setzero_ps());
         if (NV == 2)
