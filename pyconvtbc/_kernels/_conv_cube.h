@@ -810,13 +810,36 @@ typedef struct {
     int64_t ld, tile, lcc, tcc;
 } ct_gw_tile;
 
+/* Prefetch (into L2) of the DY rows that the next ybuf copy reads, spread over the micro-kernel calls of the
+ * current co panel: rows [u, u1) of base yb, step sty, of panel pb (wq channels). */
+typedef struct { const float *pb; int64_t yb, sty, wq, u, u1, per; } ct_gw_pf;
+static inline void ct_gw_pf_rows(ct_gw_pf *F, int64_t n) {
+    for (int64_t e = ct_min(F->u1, F->u + n); F->u < e; F->u++) {
+        const char *r = (const char *)(F->pb + (F->yb + F->u * F->sty) * F->wq);
+        for (int64_t o = 0; o < F->wq * 4; o += 64) __builtin_prefetch(r + o, 0, 2);
+    }
+}
+
 static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
-                         int64_t U, int64_t stx, int64_t sty, int64_t xb, int64_t yb, float *ybuf) {
+                         int64_t U, int64_t stx, int64_t sty, int64_t xb, int64_t yb, float *ybuf, int64_t nyb,
+                         int64_t nq0, int64_t nq1) {
     int64_t k0b = P->k0;
     for (int64_t co = T->C0; co < T->C1; co += CT_PO) {
         int64_t wq = ct_min(CT_PO, P->Cout - co);
         const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO;
         int64_t yr = yb, ys = sty;
+        /* the rows of the next copy (the next co panel's, else the next chunk's first panel), from DY rows far
+         * apart (L3 or memory): fetched into L2 a few rows per micro-kernel call while this panel computes */
+        ct_gw_pf F = {NULL, 0, 0, 0, 0, 0, 0};
+        if (ybuf) {
+            int64_t cn = co + CT_PO < T->C1 ? co + CT_PO : T->C0;
+            if (co + CT_PO < T->C1) { F.yb = yb; F.u = q0; F.u1 = q1; }
+            else { F.yb = nyb; F.u = nq0; F.u1 = nq1; }
+            F.wq = ct_min(CT_PO, P->Cout - cn);
+            F.pb = P->DYp + (cn / CT_PO) * P->dy_ps * CT_PO;
+            F.sty = sty;
+            F.per = ct_cdiv(ct_max(0, F.u1 - F.u), ct_max(1, T->G * ct_cdiv(T->I1 - T->I0, CT_PX)));
+        }
         if (ybuf) {          /* the chunk's DY rows (yb + u*sty), contiguous in ybuf: every k and ci panel reads them */
             if (wq == CT_PO)   /* a constant size: inlined */
                 for (int64_t u = q0; u < q1; u++) {
@@ -843,11 +866,13 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
                 const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (xb + (a + (k - P->pad) * U) * stx) * wi;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
+                if (F.per) ct_gw_pf_rows(&F, F.per);
                 ct_gwc_ukr(P, wi, wq, Ap, stx * wi, Bq + (yr + a * ys) * wq, ys * wq, z - a, first,
                            fin ? T->cb + kt * T->tile + o : NULL, T->ld,
                            T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc, cin);
             }
         }
+        if (F.per) ct_gw_pf_rows(&F, F.u1 - F.u);
     }
 }
 
@@ -903,7 +928,13 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                 float *yv = P->bmajor && !P->win ? cbase + P->gw_ybuf_off : NULL;
                 for (int64_t t0 = ta; t0 < tz; t0 += CH) {
                     if (ct_stop(P)) return;
-                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, xb, yb, yv);
+                    /* the next chunk (for the prefetch of its DY rows): this item's next t's, or the next item's */
+                    int64_t nyb = yb, nq0 = t0 + CH, nq1 = ct_min(tz, t0 + 2 * CH);
+                    if (nq0 >= tz) {
+                        nq0 = nq1 = 0;
+                        if (bi + 1 < bi1 && !P->win) { nyb = P->perm ? P->perm[bi + 1] : bi + 1; nq0 = ta; nq1 = ct_min(tz, ta + CH); }
+                    }
+                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, xb, yb, yv, nyb, nq0, nq1);
                 }
             }
         } else {                                 /* positions t*B + b: this piece's segments, each a chain */
@@ -915,7 +946,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                 int64_t qa = P->win ? ct_max(s0, P->w_r0) : s0, qz = P->win ? ct_min(s1, P->w_r1) : s1;
                 for (int64_t q0 = qa; q0 < qz; q0 += CH) {
                     if (ct_stop(P)) return;
-                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 0, -P->dy_r0, NULL);
+                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 0, -P->dy_r0, NULL, 0, 0, 0);
                 }
             }
         }
