@@ -34,6 +34,24 @@
 #define CT_KCB 256
 static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
 
+/* The vector gi kernels' fast pass: when blocks [jb0, jb1) of a panel of n == CT_PO columns are all whole
+ * blocks of k0 = 8 or 16 channels inside full DY panels, their DY offsets (from a tile's first row, tap 0)
+ * are the same for every row tile: aoff[jb - jb0] (aoff holds CT_KCB / 8).  Returns the number of blocks, or
+ * 0 when the pass does not apply (the general per-block code runs instead). */
+static inline int64_t ct_gic_pass_offsets(int64_t n, int64_t k0, int64_t K, int64_t jb0, int64_t jb1, int64_t Cout,
+                                          int64_t RO, int64_t dk, int64_t *aoff) {
+    if (!(n == CT_PO && (k0 == 8 || k0 == 16) && jb0 < jb1 && jb1 - jb0 <= CT_KCB / 8 &&
+          (jb1 - 1) / K * k0 + k0 <= (Cout / CT_PO) * CT_PO))
+        return 0;
+    int64_t nb = jb1 - jb0, g = jb0 / K, kk = jb0 % K;
+    for (int64_t jb = 0; jb < nb; jb++) {
+        int64_t lo = g * k0, q = lo / CT_PO;
+        aoff[jb] = q * RO * CT_PO + kk * dk * CT_PO + (lo - q * CT_PO);
+        if (++kk == K) { kk = 0; g++; }
+    }
+    return nb;
+}
+
 /* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero (then f is
  * not 0, and its bit pattern minus one is the next float toward zero: FLT_MAX for an infinity) */
 static inline float ct_f64_to_f32_rz(double d) {
@@ -345,14 +363,8 @@ CT_I256 void ct_gic_rows_m_256(const int M, int64_t i0, int64_t i1, int64_t n, c
                                int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
                                int64_t Cout, const float *Bp, float *C, int64_t ldc) {
     /* a pass of whole blocks of full panels: every tile takes the unrolled blocks at precomputed offsets */
-    if (n == CT_PO && (k0 == 8 || k0 == 16) && jb0 < jb1 && jb1 - jb0 <= CT_KCB / 8 &&
-        (jb1 - 1) / K * k0 + k0 <= (Cout / CT_PO) * CT_PO) {
-        int64_t aoff[CT_KCB / 8], nb = jb1 - jb0, g = jb0 / K, kk = jb0 % K;
-        for (int64_t jb = 0; jb < nb; jb++) {
-            int64_t lo = g * k0, q = lo / CT_PO;
-            aoff[jb] = q * RO * CT_PO + kk * dk * CT_PO + (lo - q * CT_PO);
-            if (++kk == K) { kk = 0; g++; }
-        }
+    int64_t aoff[CT_KCB / 8], nb = ct_gic_pass_offsets(n, k0, K, jb0, jb1, Cout, RO, dk, aoff);
+    if (nb) {
         const float *Bb = Bp + jb0 * k0 * CT_PO;
         int64_t iz = i0 + (i1 - i0) / M * M;
         for (int64_t j0 = 0; j0 < n; j0 += 16) {
@@ -626,14 +638,8 @@ static CT_T512 void ct_gic_rows_512(int64_t i0, int64_t i1, int64_t n, const flo
                                     int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
                                     int64_t Cout, const float *Bp, float *C, int64_t ldc) {
     /* a pass of whole blocks of full panels: every tile takes the unrolled blocks at precomputed offsets */
-    if (n == CT_PO && (k0 == 8 || k0 == 16) && jb0 < jb1 && jb1 - jb0 <= CT_KCB / 8 &&
-        (jb1 - 1) / K * k0 + k0 <= (Cout / CT_PO) * CT_PO) {
-        int64_t aoff[CT_KCB / 8], nb = jb1 - jb0, g = jb0 / K, kk = jb0 % K;
-        for (int64_t jb = 0; jb < nb; jb++) {
-            int64_t lo = g * k0, q = lo / CT_PO;
-            aoff[jb] = q * RO * CT_PO + kk * dk * CT_PO + (lo - q * CT_PO);
-            if (++kk == K) { kk = 0; g++; }
-        }
+    int64_t aoff[CT_KCB / 8], nb = ct_gic_pass_offsets(n, k0, K, jb0, jb1, Cout, RO, dk, aoff);
+    if (nb) {
         const float *Bb = Bp + jb0 * k0 * CT_PO;
         int64_t iz = i0 + (i1 - i0) / CT_GIC512_M * CT_GIC512_M;
         for (int64_t i = i0; i < iz; i += CT_GIC512_M) {
@@ -932,9 +938,14 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                     int64_t nyb = yb, nq0 = t0 + CH, nq1 = ct_min(tz, t0 + 2 * CH);
                     if (nq0 >= tz) {
                         nq0 = nq1 = 0;
-                        if (bi + 1 < bi1 && !P->win) { nyb = P->perm ? P->perm[bi + 1] : bi + 1; nq0 = ta; nq1 = ct_min(tz, ta + CH); }
+                        if (bi + 1 < bi1 && !P->win) {
+                            nyb = P->perm ? P->perm[bi + 1] : bi + 1;
+                            nq0 = ta;
+                            nq1 = ct_min(tz, ta + CH);
+                        }
                     }
-                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, xb, yb, yv, nyb, nq0, nq1);
+                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, xb, yb, yv, nyb, nq0,
+                                 nq1);
                 }
             }
         } else {                                 /* positions t*B + b: this piece's segments, each a chain */
