@@ -28,6 +28,20 @@ def long_problem():
     return dy, x, w, np.zeros(C, np.float32)
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises():
+    """Python's own SIGINT handler for the test: a process started as a background job of a non-interactive shell
+    (`pytest ... &`) inherits SIGINT ignored, and Python then leaves it ignored, so no KeyboardInterrupt could come."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
 @pytest.mark.parametrize("accumulation", ["cube", "sequential"])
 @pytest.mark.parametrize("threads", [1, 2])
