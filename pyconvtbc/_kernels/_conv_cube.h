@@ -838,9 +838,11 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
          * apart (L3 or memory): fetched into L2 a few rows per micro-kernel call while this panel computes */
         ct_gw_pf F = {NULL, 0, 0, 0, 0, 0, 0};
         if (ybuf) {
-            int64_t cn = co + CT_PO < T->C1 ? co + CT_PO : T->C0;
-            if (co + CT_PO < T->C1) { F.yb = yb; F.u = q0; F.u1 = q1; }
-            else { F.yb = nyb; F.u = nq0; F.u1 = nq1; }
+            int last = co + CT_PO >= T->C1;
+            int64_t cn = last ? T->C0 : co + CT_PO;
+            F.yb = last ? nyb : yb;
+            F.u = last ? nq0 : q0;
+            F.u1 = last ? nq1 : q1;
             F.wq = ct_min(CT_PO, P->Cout - cn);
             F.pb = P->DYp + (cn / CT_PO) * P->dy_ps * CT_PO;
             F.sty = sty;
@@ -938,7 +940,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                     int64_t nyb = yb, nq0 = t0 + CH, nq1 = ct_min(tz, t0 + 2 * CH);
                     if (nq0 >= tz) {
                         nq0 = nq1 = 0;
-                        if (bi + 1 < bi1 && !P->win) {
+                        if (bi + 1 < bi1) {
                             nyb = P->perm ? P->perm[bi + 1] : bi + 1;
                             nq0 = ta;
                             nq1 = ct_min(tz, ta + CH);
