@@ -549,7 +549,16 @@ CT_I512 void ct_gi_body_512(const int M, const int NV, const int WQ, int64_t n, 
             int64_t cnt = cend - c;
             const float *A = DYp + q * RO * CT_PO + row * wq + (c - qb);
             if (wq == CT_PO) {
+                /* The DY rows of the next segment (the next panel, else the next tap, else the next tile's
+                 * first) are M <= 32 consecutive rows of one panel, from L2 or L3: fetched into L1 one line per
+                 * channel step.  Measured on a Xeon (AVX-512): gradInput 4-9% faster in calls. */
+                const float *An;
+                int64_t qn = c0 / CT_PO, wn = ct_min(CT_PO, Cout - qn * CT_PO);
+                if (cend < c1) An = DYp + (q + 1) * RO * CT_PO + row * ct_min(CT_PO, Cout - qb - CT_PO);
+                else if (kk + 1 < nk) An = DYp + qn * RO * CT_PO + (row + dk) * wn + (c0 - qn * CT_PO);
+                else An = DYp + qn * RO * CT_PO + (row0 + M) * wn + (c0 - qn * CT_PO);
                 for (int64_t l = 0; l < cnt; l++) {
+                    _mm_prefetch((const char *)(An + l * 16), _MM_HINT_T0);
                     __m512 b0 = _mm512_maskz_loadu_ps(k0, B), b1 = _mm512_setzero_ps();
                     if (NV == 2) b1 = _mm512_maskz_loadu_ps(k1, B + 16);
                     _Pragma("GCC unroll 28") for (int i = 0; i < M; i++) {
