@@ -121,7 +121,7 @@ int main(void) {
         printf("gi_cube avx512 %.1f\n", best);
         BEST(ct_gw_ukr_512(1, 8, 32, GWR, XA, 8, 0, YB, 32, GW, 32, 0), 100000, gw_flop);
         printf("gw_sequential avx512 %.1f\n", best);
-        BEST(ct_gwc_ukr_512(8, 32, XA, 8, YB, 32, GWR, 8, 8, GW, 32, CH, 32, 0), 100000, gw_flop);
+        BEST(ct_gwc_ukr_512(8, 32, XA, 8, YB, 32, GWR, 8, 8, GW, 32, CH, 32, 0, NULL), 100000, gw_flop);
         printf("gw_cube avx512 %.1f\n", best);
     }
     if (isa >= CT_ISA_AVX2) {
@@ -133,7 +133,7 @@ int main(void) {
         printf("gi_cube avx2 %.1f\n", best);
         BEST(ct_gw_ukr_256(8, 32, GWR, XA, 8, YB, 32, GW, 32), 100000, gw_flop);
         printf("gw_sequential avx2 %.1f\n", best);
-        BEST(ct_gwc_ukr_256(8, 32, XA, 8, YB, 32, GWR, 8, 8, GW, 32, CH, 32, 0), 100000, gw_flop);
+        BEST(ct_gwc_ukr_256(8, 32, XA, 8, YB, 32, GWR, 8, 8, GW, 32, CH, 32, 0, NULL), 100000, gw_flop);
         printf("gw_cube avx2 %.1f\n", best);
     }
 #endif

@@ -66,6 +66,19 @@ static inline float ct_f64_to_f32_rz(double d) {
 }
 static inline float ct_wide_round(int form, double d) { return form == CT_ACC_RZ ? ct_f64_to_f32_rz(d) : (float)d; }
 
+/* Prefetch (into L2) of the DY rows that gradWeight's next ybuf copy reads (ct_gwc_chunk): rows [u, u1) of
+ * base yb, step sty, of panel pb (wq channels).  The vector micro-kernels fetch one row per block, spread over
+ * the FMAs; rows still left when the co panel ends are not fetched.  (Fetching a call's share in one burst
+ * before each call, and the rest at the panel's end, stalled the core on full fill buffers: with narrow
+ * channels, few calls share a copy, and the cube gradWeight of (512,32,32,32,3,1) ran 20% slower.) */
+typedef struct { const float *pb; int64_t yb, sty, wq, u, u1; } ct_gw_pf;
+static inline void ct_gw_pf_rows(ct_gw_pf *F, int64_t n) {
+    for (int64_t e = ct_min(F->u1, F->u + n); F->u < e; F->u++) {
+        const char *r = (const char *)(F->pb + (F->yb + F->u * F->sty) * F->wq);
+        for (int64_t o = 0; o < F->wq * 4; o += 64) __builtin_prefetch(r + o, 0, 2);
+    }
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 /* generic (any ISA, every form)                                                                     */
 /* ------------------------------------------------------------------------------------------------ */
@@ -161,7 +174,7 @@ CT_I256 void ct_chains_add(const int M, const int NV, float *cm, __m256 s[6][2])
  * is never -0 (it starts at +0, or continues a chain, and x + y is -0 in round-to-nearest only when both are). */
 CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
                              int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
-                             int64_t ldc, int cin) {
+                             int64_t ldc, int cin, ct_gw_pf *F) {
     __m256 s[6][2];
     float cm[6 * 16] __attribute__((aligned(32)));
     __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
@@ -198,6 +211,7 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
             Bq += ldb;
         }
         ct_chains_add(M, NV, cm, s);
+        if (F && F->u < F->u1) ct_gw_pf_rows(F, 1);
         p = e1;
         blen = k0;
     }
@@ -217,12 +231,12 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
 }
 
 #define CT_GWC256(MM) \
-    case MM: { if (nv == 2) ct_gwc_body_256(MM, 2, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin); \
-               else ct_gwc_body_256(MM, 1, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin); } break;
+    case MM: { if (nv == 2) ct_gwc_body_256(MM, 2, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin, F); \
+               else ct_gwc_body_256(MM, 1, nn, Ai, lda, Bj, ldb, nr, first, k0, Di, ldd, Ci, ldc, cin, F); } break;
 
 static CT_T256 void ct_gwc_ukr_256(int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
                                    int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
-                                   int64_t ldc, int cin) {
+                                   int64_t ldc, int cin, ct_gw_pf *F) {
     for (int64_t i0 = 0; i0 < m; i0 += 4) {       /* 4 ci x 16 co per pass: 8 independent chains */
         const float *Ai = A + i0;
         for (int64_t j0 = 0; j0 < n; j0 += 16) {
@@ -424,7 +438,7 @@ CT_I512 void ct_chains_add_512(const int M, const int NV, float *cm, __m512 s[12
  * (block sums started with a product: a gw chain is never -0). */
 CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
                              int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
-                             int64_t ldc, int cin) {
+                             int64_t ldc, int cin, ct_gw_pf *F) {
     __m512 s[12][2];
     float cm[8 * 32] __attribute__((aligned(64)));
     __mmask16 m0 = ct_mask16(n), m1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
@@ -465,6 +479,7 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
             Bq += ldb;
         }
         ct_chains_add_512(M, NV, cm, s);
+        if (F && F->u < F->u1) ct_gw_pf_rows(F, 1);
         p = e1;
         blen = k0;
     }
@@ -485,12 +500,12 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
 }
 
 #define CT_GWC512(MM) \
-    case MM: { if (nv == 2) ct_gwc_body_512(MM, 2, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin); \
-               else ct_gwc_body_512(MM, 1, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin); } break;
+    case MM: { if (nv == 2) ct_gwc_body_512(MM, 2, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); \
+               else ct_gwc_body_512(MM, 1, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); } break;
 
 static CT_T512 void ct_gwc_ukr_512(int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
                                    int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
-                                   int64_t ldc, int cin) {
+                                   int64_t ldc, int cin, ct_gw_pf *F) {
     int nv = n > 16 ? 2 : 1;                    /* m <= 8 ci (an X panel), n <= 32 co (a DY panel) */
     switch (m) {
         CT_GWC512(1) CT_GWC512(2) CT_GWC512(3) CT_GWC512(4) CT_GWC512(5) CT_GWC512(6) CT_GWC512(7) CT_GWC512(8)
@@ -667,14 +682,14 @@ static CT_T512 void ct_gic_rows_512(int64_t i0, int64_t i1, int64_t n, const flo
 /* ------------------------------------------------------------------------------------------------ */
 static inline void ct_gwc_ukr(const ct_plan *P, int64_t m, int64_t n, const float *A, int64_t lda, const float *B,
                               int64_t ldb, int64_t nr, int64_t first, float *D, int64_t ldd, float *Cc, int64_t ldc,
-                              int cin) {
+                              int cin, ct_gw_pf *F) {
 #if CT_X86
     if (P->isa == CT_ISA_AVX512 && P->acc == CT_ACC_CUBE) {
-        ct_gwc_ukr_512(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
+        ct_gwc_ukr_512(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin, F);
         return;
     }
     if (P->isa != CT_ISA_PORTABLE && P->acc == CT_ACC_CUBE) {
-        ct_gwc_ukr_256(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin);
+        ct_gwc_ukr_256(m, n, A, lda, B, ldb, nr, first, P->k0, D, ldd, Cc, ldc, cin, F);
         return;
     }
 #endif
@@ -816,16 +831,6 @@ typedef struct {
     int64_t ld, tile, lcc, tcc;
 } ct_gw_tile;
 
-/* Prefetch (into L2) of the DY rows that the next ybuf copy reads, spread over the micro-kernel calls of the
- * current co panel: rows [u, u1) of base yb, step sty, of panel pb (wq channels). */
-typedef struct { const float *pb; int64_t yb, sty, wq, u, u1, per; } ct_gw_pf;
-static inline void ct_gw_pf_rows(ct_gw_pf *F, int64_t n) {
-    for (int64_t e = ct_min(F->u1, F->u + n); F->u < e; F->u++) {
-        const char *r = (const char *)(F->pb + (F->yb + F->u * F->sty) * F->wq);
-        for (int64_t o = 0; o < F->wq * 4; o += 64) __builtin_prefetch(r + o, 0, 2);
-    }
-}
-
 static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
                          int64_t U, int64_t stx, int64_t sty, int64_t xb, int64_t yb, float *ybuf, int64_t nyb,
                          int64_t nq0, int64_t nq1) {
@@ -835,8 +840,9 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
         const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO;
         int64_t yr = yb, ys = sty;
         /* the rows of the next copy (the next co panel's, else the next chunk's first panel), from DY rows far
-         * apart (L3 or memory): fetched into L2 a few rows per micro-kernel call while this panel computes */
-        ct_gw_pf F = {NULL, 0, 0, 0, 0, 0, 0};
+         * apart (L3 or memory): fetched into L2 by the micro-kernels, one row per block, while this panel
+         * computes (ct_gw_pf) */
+        ct_gw_pf F = {NULL, 0, 0, 0, 0, 0};
         if (ybuf) {
             int last = co + CT_PO >= T->C1;
             int64_t cn = last ? T->C0 : co + CT_PO;
@@ -846,7 +852,6 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
             F.wq = ct_min(CT_PO, P->Cout - cn);
             F.pb = P->DYp + (cn / CT_PO) * P->dy_ps * CT_PO;
             F.sty = sty;
-            F.per = ct_cdiv(ct_max(0, F.u1 - F.u), ct_max(1, T->G * ct_cdiv(T->I1 - T->I0, CT_PX)));
         }
         if (ybuf) {          /* the chunk's DY rows (yb + u*sty), contiguous in ybuf: every k and ci panel reads them */
             if (wq == CT_PO)   /* a constant size: inlined */
@@ -874,13 +879,12 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
                 const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (xb + (a + (k - P->pad) * U) * stx) * wi;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
-                if (F.per) ct_gw_pf_rows(&F, F.per);
                 ct_gwc_ukr(P, wi, wq, Ap, stx * wi, Bq + (yr + a * ys) * wq, ys * wq, z - a, first,
                            fin ? T->cb + kt * T->tile + o : NULL, T->ld,
-                           T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc, cin);
+                           T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc, cin,
+                           F.pb ? &F : NULL);
             }
         }
-        if (F.per) ct_gw_pf_rows(&F, F.u1 - F.u);
     }
 }
 
