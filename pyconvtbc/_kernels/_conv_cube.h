@@ -852,8 +852,7 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
             F.wq = ct_min(CT_PO, P->Cout - cn);
             F.pb = P->DYp + (cn / CT_PO) * P->dy_ps * CT_PO;
             F.sty = sty;
-        }
-        if (ybuf) {          /* the chunk's DY rows (yb + u*sty), contiguous in ybuf: every k and ci panel reads them */
+            /* the chunk's DY rows (yb + u*sty), contiguous in ybuf: every k and ci panel reads them */
             if (wq == CT_PO)   /* a constant size: inlined */
                 for (int64_t u = q0; u < q1; u++) {
                     if (u + 8 < q1) {   /* rows B*128 bytes apart: fetch ahead, or the copy waits on each row */
