@@ -288,6 +288,38 @@ def test_long_chains_cut_into_row_chunks(soc, shape, form):
     assert (bits(gw) == bits(rgw)).all() and (bits(gi) == bits(rgi)).all()
 
 
+# (T_in, B, Cin, Cout, K, pad), ascend910b: per-item chains shorter than half the kernels' row chunk, so several
+# items share a chunk: T_out = 100 (2 items a chunk: groups 2, 2, 1), T_out = 9 (28 items a chunk: 28, 28, 14),
+# with a second DY panel of 8 channels (Cout = 40) and the block sizes that change the chunk (k0 = 3: 255 rows)
+@pytest.mark.parametrize("shape", [(100, 5, 3, 7, 3, 1), (9, 70, 5, 40, 3, 1)])
+@pytest.mark.parametrize("k0", [8, 3])
+def test_several_items_per_row_chunk(shape, k0):
+    """Items that share a row chunk are still added into each gradWeight element one after the other, in b
+    order, or in the order drawn from order_seed (NumPy's default_rng(seed).permutation(B), docs/precision.md),
+    for every thread count and instruction set."""
+    dy, x, w, b = problem(shape, seed=23, bits_=4)
+    pad, B = shape[5], shape[1]
+    rgw = R.grad_weight(x, dy, shape[4], pad, "cube", k0, "ascend910b")
+    order = list(np.random.default_rng(5).permutation(B))
+    rgw_p = R.grad_weight(x, dy, shape[4], pad, "cube", k0, "ascend910b", order)
+    assert (bits(rgw) != bits(rgw_p)).any()          # the order matters for these data
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            old = K._set_parallel_min(0)
+            try:
+                for n in (1, 2, 3):
+                    gw = pc.conv_tbc_backward(dy, x, w, b, pad, deterministic=True, block_size=k0, num_threads=n)[1]
+                    assert (bits(gw) == bits(rgw)).all(), (isa, n)
+                    gw = pc.conv_tbc_backward(dy, x, w, b, pad, deterministic=False, order_seed=5, block_size=k0,
+                                              num_threads=n)[1]
+                    assert (bits(gw) == bits(rgw_p)).all(), (isa, n)
+            finally:
+                K._set_parallel_min(old)
+    finally:
+        K._set_isa(None)
+
+
 # (T_in, B, Cin, Cout, K, pad) with at least 6 rows per time step, where the kernels take the rows that lack
 # taps one time step at a time: pad = K - 1 (the first and last rows see one tap); K = 25 (a channel group's
 # taps cut by the kernels' passes of 32 blocks); every row lacking some tap (T_in < K); Cout across DY panels

@@ -66,16 +66,19 @@ static inline float ct_f64_to_f32_rz(double d) {
 }
 static inline float ct_wide_round(int form, double d) { return form == CT_ACC_RZ ? ct_f64_to_f32_rz(d) : (float)d; }
 
-/* Prefetch (into L2) of the DY rows that gradWeight's next ybuf copy reads (ct_gwc_chunk): rows [u, u1) of
- * base yb, step sty, of panel pb (wq channels).  The vector micro-kernels fetch one row per block, spread over
- * the FMAs; rows still left when the co panel ends are not fetched.  (Fetching a call's share in one burst
- * before each call, and the rest at the panel's end, stalled the core on full fill buffers: with narrow
- * channels, few calls share a copy, and the cube gradWeight of (512,32,32,32,3,1) ran 20% slower.) */
-typedef struct { const float *pb; int64_t yb, sty, wq, u, u1; } ct_gw_pf;
-static inline void ct_gw_pf_rows(ct_gw_pf *F, int64_t n) {
-    for (int64_t e = ct_min(F->u1, F->u + n); F->u < e; F->u++) {
-        const char *r = (const char *)(F->pb + (F->yb + F->u * F->sty) * F->wq);
+/* Prefetch (into L2) of the DY rows that gradWeight's next ybuf copy reads (ct_gwc_chunk): rows [q0, q1) of each
+ * of the n items whose bases are ybs[] (row ybs[j] + u*sty of panel pb, wq channels), from item j, row u on.
+ * The vector micro-kernels fetch one row per block, spread over the FMAs; rows still left when the co panel
+ * ends are not fetched.  (Fetching a call's share in one burst before each call, and the rest at the panel's
+ * end, stalled the core on full fill buffers: with narrow channels, few calls share a copy, and the cube
+ * gradWeight of (512,32,32,32,3,1) ran 20% slower.) */
+typedef struct { const float *pb; const int64_t *ybs; int64_t sty, wq, q0, q1, n, j, u; } ct_gw_pf;
+static inline int ct_gw_pf_left(const ct_gw_pf *F) { return F->j < F->n; }
+static inline void ct_gw_pf_rows(ct_gw_pf *F, int64_t cnt) {
+    for (; cnt > 0 && F->j < F->n; cnt--) {
+        const char *r = (const char *)(F->pb + (F->ybs[F->j] + F->u * F->sty) * F->wq);
         for (int64_t o = 0; o < F->wq * 4; o += 64) __builtin_prefetch(r + o, 0, 2);
+        if (++F->u == F->q1) { F->u = F->q0; F->j++; }
     }
 }
 
@@ -211,7 +214,7 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
             Bq += ldb;
         }
         ct_chains_add(M, NV, cm, s);
-        if (F && F->u < F->u1) ct_gw_pf_rows(F, 1);
+        if (F && ct_gw_pf_left(F)) ct_gw_pf_rows(F, 1);
         p = e1;
         blen = k0;
     }
@@ -479,7 +482,7 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
             Bq += ldb;
         }
         ct_chains_add_512(M, NV, cm, s);
-        if (F && F->u < F->u1) ct_gw_pf_rows(F, 1);
+        if (F && ct_gw_pf_left(F)) ct_gw_pf_rows(F, 1);
         p = e1;
         blen = k0;
     }
@@ -820,51 +823,71 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
         ct_store_row(P->isa, res + (r - R0) * lres, nc, P->gi + (r * P->Cin + J0) * es, P->gi_dt, pre, CT_HIF8_TA, 0);
 }
 
-/* The part of a gw task that one row chunk [q0, q1) of its chains makes: for every (co panel, tap k, ci panel),
- * the chain of tap k over its rows in the chunk.  Row u of a chain (a t for layout 0, a position r for layout
- * 1; the chain spans [cs0, cs1)) is DY panel row yb + u*st; tap k reads X panel row xb + (u + (k-pad)*U)*st,
+/* The part of a gw task that one row chunk [q0, q1) of its chains makes, for ni items (ni > 1: whole per-item
+ * chains of layout 0, several items to a chunk): for every (co panel, tap k, ci panel, item), the chain of tap k
+ * over its rows in the chunk.  Row u of a chain (a t for layout 0, a position r for layout 1; the chain spans
+ * [cs0, cs1)) is DY panel row ybs[j] + u*sty for item j; tap k reads X panel row xbs[j] + (u + (k-pad)*U)*stx,
  * U being the rows per time step (1, or B).  A chain's value is carried in the chain tile cc from chunk to chunk
- * and added into the task tile at its last row. */
+ * (ni == 1 only) and added into the task tile at its last row.  The items of a chunk are added into each task
+ * tile element one after the other, in their order: with several items, a task tile is read from L2 once per
+ * chunk instead of once per item.  The next copy's rows (nn items nybs[], rows [nq0, nq1)) are prefetched. */
 typedef struct {
     int64_t k0, G, I0, I1, C0, C1;   /* the task */
     float *cb, *cc;                  /* task tile (ld, tile) and chain tile (lcc, tcc; NULL: chains fit a chunk) */
     int64_t ld, tile, lcc, tcc;
 } ct_gw_tile;
 
+#define CT_GW_ITEMS 32   /* items per chunk at most */
 static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
-                         int64_t U, int64_t stx, int64_t sty, int64_t xb, int64_t yb, float *ybuf, int64_t nyb,
-                         int64_t nq0, int64_t nq1) {
-    int64_t k0b = P->k0;
+                         int64_t U, int64_t stx, int64_t sty, int64_t ni, const int64_t *xbs, const int64_t *ybs,
+                         float *ybuf, int64_t nn, const int64_t *nybs, int64_t nq0, int64_t nq1) {
+    int64_t k0b = P->k0, span = q1 - q0;
     for (int64_t co = T->C0; co < T->C1; co += CT_PO) {
         int64_t wq = ct_min(CT_PO, P->Cout - co);
         const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO;
-        int64_t yr = yb, ys = sty;
+        /* item j's row u: Bq + (yr[j] + u*ys)*wq */
+        const int64_t *yr = ybs;
+        int64_t ys = sty, yoff[CT_GW_ITEMS];
         /* the rows of the next copy (the next co panel's, else the next chunk's first panel), from DY rows far
          * apart (L3 or memory): fetched into L2 by the micro-kernels, one row per block, while this panel
          * computes (ct_gw_pf) */
-        ct_gw_pf F = {NULL, 0, 0, 0, 0, 0};
+        ct_gw_pf F = {NULL, NULL, 0, 0, 0, 0, 0, 0, 0};
         if (ybuf) {
             int last = co + CT_PO >= T->C1;
             int64_t cn = last ? T->C0 : co + CT_PO;
-            F.yb = last ? nyb : yb;
-            F.u = last ? nq0 : q0;
-            F.u1 = last ? nq1 : q1;
+            F.ybs = last ? nybs : ybs;
+            F.n = last ? nn : ni;
+            F.q0 = F.u = last ? nq0 : q0;
+            F.q1 = last ? nq1 : q1;
             F.wq = ct_min(CT_PO, P->Cout - cn);
             F.pb = P->DYp + (cn / CT_PO) * P->dy_ps * CT_PO;
             F.sty = sty;
-            /* the chunk's DY rows (yb + u*sty), contiguous in ybuf: every k and ci panel reads them */
-            if (wq == CT_PO)   /* a constant size: inlined */
-                for (int64_t u = q0; u < q1; u++) {
-                    if (u + 8 < q1) {   /* rows B*128 bytes apart: fetch ahead, or the copy waits on each row */
-                        __builtin_prefetch(Bq + (yb + (u + 8) * sty) * CT_PO);
-                        __builtin_prefetch(Bq + (yb + (u + 8) * sty) * CT_PO + 16);
+            /* the chunk's DY rows (ybs[j] + u*sty), item after item, contiguous in ybuf: every k and ci panel
+             * reads them */
+            float *dst = ybuf;
+            for (int64_t j = 0; j < ni; j++) {
+                const float *src = Bq + (ybs[j] + q0 * sty) * wq;
+                /* rows B*128 bytes apart: fetch ahead (8 rows, into the next item), or the copy waits on each */
+                int64_t jn = j, un = q0 + 8;
+                if (un >= q1) { jn = j + 1; un = q0 + (un - q1); }
+                const float *pf = jn < ni && un < q1 ? Bq + (ybs[jn] + un * sty) * wq : NULL;
+                if (wq == CT_PO) {   /* a constant size: inlined */
+                    for (int64_t u = q0; u < q1; u++, src += sty * CT_PO, dst += CT_PO) {
+                        if (pf) {
+                            __builtin_prefetch(pf);
+                            __builtin_prefetch(pf + 16);
+                            pf += sty * CT_PO;
+                            if (++un == q1) { un = q0; pf = ++jn < ni ? Bq + (ybs[jn] + q0 * sty) * CT_PO : NULL; }
+                        }
+                        memcpy(dst, src, CT_PO * 4);
                     }
-                    memcpy(ybuf + (u - q0) * CT_PO, Bq + (yb + u * sty) * CT_PO, CT_PO * 4);
+                } else {
+                    for (int64_t u = q0; u < q1; u++, src += sty * wq, dst += wq) memcpy(dst, src, (size_t)wq * 4);
                 }
-            else
-                for (int64_t u = q0; u < q1; u++) memcpy(ybuf + (u - q0) * wq, Bq + (yb + u * sty) * wq, (size_t)wq * 4);
+                yoff[j] = j * span - q0;
+            }
             Bq = ybuf;
-            yr = -q0;
+            yr = yoff;
             ys = 1;
         }
         for (int64_t k = T->k0; k < T->k0 + T->G; k++) {
@@ -876,12 +899,14 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
             int cin = a > ca, fin = z == cz || !T->cc;
             for (int64_t ci = T->I0; ci < T->I1; ci += CT_PX) {
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
-                const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (xb + (a + (k - P->pad) * U) * stx) * wi;
+                const float *Xq = P->Xp + (ci / CT_PX) * P->RI * CT_PX;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
-                ct_gwc_ukr(P, wi, wq, Ap, stx * wi, Bq + (yr + a * ys) * wq, ys * wq, z - a, first,
-                           fin ? T->cb + kt * T->tile + o : NULL, T->ld,
-                           T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc, cin,
-                           F.pb ? &F : NULL);
+                for (int64_t j = 0; j < ni; j++)
+                    ct_gwc_ukr(P, wi, wq, Xq + (xbs[j] + (a + (k - P->pad) * U) * stx) * wi, stx * wi,
+                               Bq + (yr[j] + a * ys) * wq, ys * wq, z - a, first, fin ? T->cb + kt * T->tile + o : NULL,
+                               T->ld,
+                               T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc,
+                               cin, F.pb ? &F : NULL);
             }
         }
     }
@@ -929,30 +954,40 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
             /* streamed: the window's items [w_b0, w_b1) and t's [w_t0, w_t1), packed item after item */
             int64_t bi0 = P->win ? P->w_b0 : 0, bi1 = P->win ? P->w_b1 : B;
             int64_t ta = P->win ? P->w_t0 : 0, tz = P->win ? P->w_t1 : P->T_out;
-            for (int64_t bi = bi0; bi < bi1; bi++) {
-                int64_t b = P->perm ? P->perm[bi] : bi;
-                /* row of (t, b): b-major panels b*T + t (B > 1), else t*B + b (B == 1: the same rows) */
-                /* X row of (t, b): b-major b*T_in + t (B > 1), else t (B == 1); DY row: t-major t*B + b, copied
-                 * chunk by chunk into ybuf (B > 1), or the streamed window's item-major rows */
-                int64_t xb = P->bmajor ? b * P->T_in : b, stx = P->bmajor ? 1 : B, yb = b, sty = B;
-                if (P->win) { yb = (bi - bi0) * (tz - ta) - ta; sty = 1; }
-                float *yv = P->bmajor && !P->win ? cbase + P->gw_ybuf_off : NULL;
+            /* whole chains of at most half a chunk: several items to a chunk (ct_gwc_chunk) */
+            int64_t ni = 1;
+            if (ta == 0 && tz == P->T_out && tz > 0 && 2 * tz <= CH) ni = ct_min(CT_GW_ITEMS, CH / tz);
+            int64_t stx = P->bmajor ? 1 : B, sty = P->win ? 1 : B;
+            float *yv = P->bmajor && !P->win ? cbase + P->gw_ybuf_off : NULL;
+            int64_t xbs[CT_GW_ITEMS], ybs[2][CT_GW_ITEMS], cur = 0;
+            /* item bi's X base (b-major rows b*T_in + t when B > 1, else t) and DY base (t-major rows t*B + b,
+             * copied chunk by chunk into ybuf when B > 1; the streamed window's item-major rows) */
+            #define CT_GW_YB(bi) (P->win ? ((bi) - bi0) * (tz - ta) - ta : (P->perm ? P->perm[bi] : (bi)))
+            for (int64_t j = 0; j < ct_min(ni, bi1 - bi0); j++) ybs[cur][j] = CT_GW_YB(bi0 + j);
+            for (int64_t bi = bi0; bi < bi1; bi += ni) {
+                int64_t nb = ct_min(ni, bi1 - bi), nx = ct_min(ni, bi1 - bi - nb);
+                for (int64_t j = 0; j < nb; j++) {
+                    int64_t b = P->perm ? P->perm[bi + j] : bi + j;
+                    xbs[j] = P->bmajor ? b * P->T_in : b;
+                }
+                for (int64_t j = 0; j < nx; j++) ybs[!cur][j] = CT_GW_YB(bi + nb + j);
                 for (int64_t t0 = ta; t0 < tz; t0 += CH) {
                     if (ct_stop(P)) return;
-                    /* the next chunk (for the prefetch of its DY rows): this item's next t's, or the next item's */
-                    int64_t nyb = yb, nq0 = t0 + CH, nq1 = ct_min(tz, t0 + 2 * CH);
+                    /* the next chunk (for the prefetch of its DY rows): these items' next t's, or the next items' */
+                    int64_t nn = nb, nq0 = t0 + CH, nq1 = ct_min(tz, t0 + 2 * CH);
+                    const int64_t *nybs = ybs[cur];
                     if (nq0 >= tz) {
-                        nq0 = nq1 = 0;
-                        if (bi + 1 < bi1) {
-                            nyb = P->perm ? P->perm[bi + 1] : bi + 1;
-                            nq0 = ta;
-                            nq1 = ct_min(tz, ta + CH);
-                        }
+                        nn = nx;
+                        nybs = ybs[!cur];
+                        nq0 = ta;
+                        nq1 = ct_min(tz, ta + CH);
                     }
-                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, xb, yb, yv, nyb, nq0,
-                                 nq1);
+                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, nb, xbs, ybs[cur], yv, nn,
+                                 nybs, nq0, nq1);
                 }
+                cur = !cur;
             }
+            #undef CT_GW_YB
         } else {                                 /* positions t*B + b: this piece's segments, each a chain */
             int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->gw_pieces;
             int64_t r0 = (piece * nB / Pn) * k0b, r1 = ct_min(P->RO, ((piece + 1) * nB / Pn) * k0b);
@@ -962,7 +997,8 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                 int64_t qa = P->win ? ct_max(s0, P->w_r0) : s0, qz = P->win ? ct_min(s1, P->w_r1) : s1;
                 for (int64_t q0 = qa; q0 < qz; q0 += CH) {
                     if (ct_stop(P)) return;
-                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 0, -P->dy_r0, NULL, 0, 0, 0);
+                    int64_t zero = 0, ry = -P->dy_r0;
+                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 1, &zero, &ry, NULL, 0, NULL, 0, 0);
                 }
             }
         }
