@@ -73,7 +73,21 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             ext.extra_compile_args = compile_args + list(ext.extra_compile_args or [])
             ext.extra_link_args = link_args + list(ext.extra_link_args or [])
+        # Objects built with other flags (a sanitizer build, or a normal one after it) are never reused: setuptools
+        # compares only file times, so without this a build could copy the other kind's module in place.
+        stamp = os.path.join(self.build_temp, "pyconvtbc-flags.txt")
+        flags = "\n".join(compile_args + ["--"] + link_args)
+        try:
+            with open(stamp, encoding="utf-8") as f:
+                same = f.read() == flags
+        except OSError:
+            same = False
+        if not same:
+            self.force = True
         super().build_extensions()
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w", encoding="utf-8") as f:
+            f.write(flags)
 
 
 KERNELS = os.path.join("pyconvtbc", "_kernels")
