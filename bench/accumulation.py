@@ -5,8 +5,10 @@ torch's CPU conv_tbc_backward and the machine's SGEMM, on the benchmark's fp32 f
     python bench/accumulation.py --quick      # one shape
     python bench/accumulation.py --md         # Markdown rows (docs/performance.md, "Accumulation model")
 
-pyconvtbc's forms run in one worker process, torch in another, SGEMM in a fresh one (as bench/run.py); passes
-alternate the order of the forms; each entry is the median over passes of the best of --reps calls.
+pyconvtbc's forms run in one worker process, torch in another, SGEMM in a fresh one (as bench/run.py).  In each
+pass the forms' calls are interleaved (--reps rounds of one call of each form, the order alternating), torch's
+calls follow; each time is the median over passes of the pass's best, and each ratio the median over passes of
+the pass's ratio (the two times of a pass were taken close together).
 """
 import argparse
 import json
@@ -30,15 +32,15 @@ def worker_forms():
         req = json.loads(line)
         case = _run._case(req["case"])
         dy, x, w, b = _run._inputs(case, np)
-        out = {}
         order = FORMS if req["pass"] % 2 == 0 else FORMS[::-1]
+        calls = []
         for acc, det in order:
             if acc == "cube_wide" and not req["wide"]:
                 continue
             kw = dict(num_threads=case.threads, accumulation=acc, deterministic=det)
-            t = _run._timed(lambda: pyconvtbc.conv_tbc_backward(dy, x, w, b, case.shape[5], **kw), req["reps"])
-            out[f"{acc}{'' if det else '_nd'}"] = min(t)
-        print(json.dumps(out), flush=True)
+            calls.append((f"{acc}{'' if det else '_nd'}",
+                          lambda kw=kw: pyconvtbc.conv_tbc_backward(dy, x, w, b, case.shape[5], **kw)))
+        print(json.dumps(_run._interleaved(calls, req["reps"])), flush=True)
 
 
 def main(argv=None):
@@ -71,10 +73,11 @@ def main(argv=None):
               + " | cube / sequential | cube_nd / sequential | torch / cube | cube % SGEMM |")
         print("|---|---|" + "---|" * (len(cols) + 4))
     for c in cases:
-        med = {k: statistics.median(v) for k, v in results[c.name].items()}
-        ratio = med["cube"] / med["sequential"]
-        ratio_nd = med["cube_nd"] / med["sequential"]
-        vs_torch = med["torch"] / med["cube"] if "torch" in med else float("nan")
+        res = results[c.name]
+        med = {k: statistics.median(v) for k, v in res.items()}
+        ratio = _run.paired_ratio(res, "cube", "sequential")
+        ratio_nd = _run.paired_ratio(res, "cube_nd", "sequential")
+        vs_torch = _run.paired_ratio(res, "torch", "cube") if "torch" in med else float("nan")
         pct = c.flops / med["cube"] / 1e9 / sgemm[c.threads] * 100
         if args.md:
             print(f"| {','.join(map(str, c.shape))} | {c.threads} | "

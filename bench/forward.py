@@ -5,8 +5,9 @@
     python bench/forward.py --md         # Markdown rows (docs/performance.md, "The forward operator")
 
 pyconvtbc's modes (fp32 KEEP_DTYPE "cube" and "sequential", USE_HF32, USE_FP16; float16 and bfloat16 inputs) run
-in one worker process, torch's float32 conv_tbc in another; passes alternate the order of the modes; each entry
-is the median over passes of the best of --reps calls.
+in one worker process, torch's float32 conv_tbc in another.  In each pass the modes' calls are interleaved (--reps
+rounds of one call of each mode, the order alternating), torch's calls follow; each time is the median over
+passes of the pass's best, and each ratio the median over passes of the pass's ratio.
 """
 import argparse
 import json
@@ -47,14 +48,13 @@ def worker_modes():
             cache[case.shape] = {dt: (x.astype(d), w.astype(d), b) for dt, d in
                                  (("float32", np.float32), ("float16", np.float16),
                                   ("bfloat16", ml_dtypes.bfloat16))}
-        out = {}
         order = MODES if req["pass"] % 2 == 0 else MODES[::-1]
+        calls = []
         for col, dt, cube, acc in order:
             x, w, b = cache[case.shape][dt]
             kw = dict(num_threads=case.threads, cube_math_type=cube, accumulation=acc)
-            t = _run._timed(lambda: pyconvtbc.conv_tbc(x, w, b, case.shape[5], **kw), req["reps"])
-            out[col] = min(t)
-        print(json.dumps(out), flush=True)
+            calls.append((col, lambda x=x, w=w, b=b, kw=kw: pyconvtbc.conv_tbc(x, w, b, case.shape[5], **kw)))
+        print(json.dumps(_run._interleaved(calls, req["reps"])), flush=True)
 
 
 def worker_torch():
@@ -95,10 +95,11 @@ def main(argv=None):
               + " | torch / fp32 | hf32 / fp32 | use_fp16 / fp32 | fp16 / fp32 | bf16 / fp32 | fp32 GFLOP/s |")
         print("|---|---|" + "---|" * (len(cols) + 6))
     for c in cases:
-        med = {k: statistics.median(v) for k, v in results[c.name].items()}
+        res = results[c.name]
+        med = {k: statistics.median(v) for k, v in res.items()}
         f = med["fp32"]
-        vs_torch = med["torch"] / f if "torch" in med else float("nan")
-        ratios = [med[k] / f for k in ("hf32", "fp32_use_fp16", "fp16", "bf16")]
+        vs_torch = _run.paired_ratio(res, "torch", "fp32") if "torch" in med else float("nan")
+        ratios = [_run.paired_ratio(res, k, "fp32") for k in ("hf32", "fp32_use_fp16", "fp16", "bf16")]
         gflops = c.flops / 2 / f / 1e9
         if args.md:
             print(f"| {','.join(map(str, c.shape))} | {c.threads} | "

@@ -60,6 +60,28 @@ def _timed(call, reps):
     return times
 
 
+def _interleaved(calls, reps):
+    """Variants timed side by side: ``calls`` is a list of (name, call); one warm-up call each, then ``reps``
+    rounds of one timed call of each variant (the order reversed every other round).  Returns {name: best
+    seconds}.  On a shared machine whose speed drifts over seconds, the variants then see the same drift, so
+    ratios between them are steadier than between blocks of calls timed one variant after the other."""
+    for _, call in calls:
+        call()
+    best = {name: float("inf") for name, _ in calls}
+    for r in range(reps):
+        for name, call in (calls if r % 2 == 0 else calls[::-1]):
+            t0 = time.perf_counter()
+            call()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+def paired_ratio(results, num, den):
+    """The median over passes of results[num][p] / results[den][p]: each pass's two times were taken close together
+    (interleaved calls, or the peer's right after ours), so each pass's ratio sees one state of the machine."""
+    return statistics.median(a / b for a, b in zip(results[num], results[den]))
+
+
 def worker_pyconvtbc():
     import numpy as np
     import pyconvtbc
