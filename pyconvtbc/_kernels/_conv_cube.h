@@ -962,14 +962,12 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
             int64_t xbs[CT_GW_ITEMS], ybs[2][CT_GW_ITEMS], cur = 0;
             /* item bi's X base (b-major rows b*T_in + t when B > 1, else t) and DY base (t-major rows t*B + b,
              * copied chunk by chunk into ybuf when B > 1; the streamed window's item-major rows) */
-            #define CT_GW_YB(bi) (P->win ? ((bi) - bi0) * (tz - ta) - ta : (P->perm ? P->perm[bi] : (bi)))
+            #define CT_GW_ITEM(bi) (P->perm ? P->perm[bi] : (bi))      /* the item taken bi-th */
+            #define CT_GW_YB(bi) (P->win ? ((bi) - bi0) * (tz - ta) - ta : CT_GW_ITEM(bi))
             for (int64_t j = 0; j < ct_min(ni, bi1 - bi0); j++) ybs[cur][j] = CT_GW_YB(bi0 + j);
             for (int64_t bi = bi0; bi < bi1; bi += ni) {
                 int64_t nb = ct_min(ni, bi1 - bi), nx = ct_min(ni, bi1 - bi - nb);
-                for (int64_t j = 0; j < nb; j++) {
-                    int64_t b = P->perm ? P->perm[bi + j] : bi + j;
-                    xbs[j] = P->bmajor ? b * P->T_in : b;
-                }
+                for (int64_t j = 0; j < nb; j++) xbs[j] = CT_GW_ITEM(bi + j) * (P->bmajor ? P->T_in : 1);
                 for (int64_t j = 0; j < nx; j++) ybs[!cur][j] = CT_GW_YB(bi + nb + j);
                 for (int64_t t0 = ta; t0 < tz; t0 += CH) {
                     if (ct_stop(P)) return;
@@ -988,6 +986,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
                 cur = !cur;
             }
             #undef CT_GW_YB
+            #undef CT_GW_ITEM
         } else {                                 /* positions t*B + b: this piece's segments, each a chain */
             int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->gw_pieces;
             int64_t r0 = (piece * nB / Pn) * k0b, r1 = ct_min(P->RO, ((piece + 1) * nB / Pn) * k0b);
