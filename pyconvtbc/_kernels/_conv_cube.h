@@ -841,13 +841,14 @@ typedef struct {
 static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
                          int64_t U, int64_t stx, int64_t sty, int64_t ni, const int64_t *xbs, const int64_t *ybs,
                          float *ybuf, int64_t nn, const int64_t *nybs, int64_t nq0, int64_t nq1) {
-    int64_t k0b = P->k0, span = q1 - q0;
+    int64_t k0b = P->k0, span = q1 - q0, yoff[CT_GW_ITEMS];
+    for (int64_t j = 0; j < ni && ybuf; j++) yoff[j] = j * span - q0;   /* item j's rows in ybuf */
     for (int64_t co = T->C0; co < T->C1; co += CT_PO) {
         int64_t wq = ct_min(CT_PO, P->Cout - co);
         const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO;
         /* item j's row u: Bq + (yr[j] + u*ys)*wq */
         const int64_t *yr = ybs;
-        int64_t ys = sty, yoff[CT_GW_ITEMS];
+        int64_t ys = sty;
         /* the rows of the next copy (the next co panel's, else the next chunk's first panel), from DY rows far
          * apart (L3 or memory): fetched into L2 by the micro-kernels, one row per block, while this panel
          * computes (ct_gw_pf) */
@@ -884,7 +885,6 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
                 } else {
                     for (int64_t u = q0; u < q1; u++, src += sty * wq, dst += wq) memcpy(dst, src, (size_t)wq * 4);
                 }
-                yoff[j] = j * span - q0;
             }
             Bq = ybuf;
             yr = yoff;
