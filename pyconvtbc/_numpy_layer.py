@@ -6,7 +6,6 @@ arrays with ``as_input`` / ``ArrayDesc``, runs its rules through ``check``, reso
 outputs (within ``memory_limit()``) and runs the operator's kernel on a reused per-thread workspace.  Errors
 raise ``AclnnError`` with the status and message the CANN layer would record, prefixed by the function's name.
 """
-import functools
 import math
 import os
 import threading
@@ -21,7 +20,9 @@ from ._plan import Plan, make_plan
 from ._twophase import Operator, threads as _threads
 from ._validation import Invalid
 from .enums import aclFormat, acl_dtype_of_numpy
-from .profiles import PROFILES, SocProfile, check_option, get_profile, resolve_options, settings_key
+from .memory import memory_limit
+from .profiles import (OPTION_EXPECTED, PROFILES, SocProfile, check_option, get_profile, resolve_options,
+                       settings_key)
 from .status import ACLNN_ERR_PARAM_INVALID, exc_text, safe_repr
 
 
@@ -65,10 +66,6 @@ def as_input(a: Any) -> Any:
 
 
 # ---- keywords -------------------------------------------------------------------------------------
-OPTION_EXPECTED = {"hf32_rounding": "None, 'half_away' or 'nearest_even'", "hf32_mantissa_bits": "None, 10 or 11",
-                   "hif8_rounding": "None, 'ta' or 'hybrid'", "saturate": "None, True or False",
-                   "accumulation": "None, 'cube', 'cube_wide', 'cube_rz' or 'sequential'",
-                   "block_size": "None or an integer in [1, 64]", "order_seed": "None or an integer >= 0"}
 
 
 def guarded(op: Operator, name: str, value: Any, fn: Callable[[], Any], expected: str) -> Any:
@@ -189,19 +186,6 @@ def release_workspace() -> None:
     this frees the rest at once.  The next call allocates again as needed.
     """
     _ws_cache.buf = None
-
-
-@functools.lru_cache(maxsize=None)
-def memory_limit() -> int:
-    """The most bytes one NumPy-layer call may ask for (workspace plus outputs): this machine's physical memory,
-    ``os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')`` (1 TiB where the OS does not say)."""
-    try:
-        n = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        if n > 0:
-            return int(n)
-    except (AttributeError, ValueError, OSError):
-        pass
-    return 1 << 40
 
 
 def _gib(n):

@@ -6,6 +6,7 @@ bytes further into the same allocation, as in C.  After ``aclrtFree`` the record
 its array dropped; every later use of a pointer into it is an error status, never a crash.  Work
 already enqueued on a stream holds its own reference to the array, so it never touches freed memory.
 """
+import functools
 import itertools
 import os
 import threading
@@ -21,6 +22,21 @@ EXACT = os.environ.get("PYCONVTBC_EXACT_DEVICE_ALLOC", "") not in ("", "0")
 _ids = itertools.count(1)
 _live_lock = threading.Lock()
 _live = {}  # id -> _Allocation, for aclFinalize
+_live_bytes = [0]  # their sizes' sum
+
+
+@functools.lru_cache(maxsize=None)
+def memory_limit() -> int:
+    """The most bytes one NumPy-layer call may ask for (workspace plus outputs), and all live device
+    allocations together: this machine's physical memory,
+    ``os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')`` (1 TiB where the OS does not say)."""
+    try:
+        n = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        if n > 0:
+            return int(n)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return 1 << 40
 
 
 class _Allocation:
@@ -151,7 +167,20 @@ def is_device_ptr(obj: object) -> bool:
 
 
 def malloc(size: int) -> DevicePtr:
-    alloc = _Allocation(size)
+    """A new zeroed allocation; MemoryError when it would take the live allocations past ``memory_limit()``
+    (the pages are reserved lazily, so an over-large request would otherwise succeed and fail later, when
+    written)."""
+    with _live_lock:
+        if _live_bytes[0] + size > memory_limit():
+            raise MemoryError(f"{_live_bytes[0]} bytes are allocated already and this machine has "
+                              f"{memory_limit()}")
+        _live_bytes[0] += size
+    try:
+        alloc = _Allocation(size)
+    except BaseException:
+        with _live_lock:
+            _live_bytes[0] -= size
+        raise
     with _live_lock:
         _live[alloc.id] = alloc
         _made.add(alloc)
@@ -160,7 +189,8 @@ def malloc(size: int) -> DevicePtr:
 
 def free(ptr: DevicePtr) -> None:
     with _live_lock:
-        _live.pop(ptr._alloc.id, None)
+        if _live.pop(ptr._alloc.id, None) is not None:
+            _live_bytes[0] -= ptr._alloc.size
     ptr._alloc.free()
 
 
@@ -168,6 +198,7 @@ def free_all() -> None:
     with _live_lock:
         allocs = list(_live.values())
         _live.clear()
+        _live_bytes[0] = 0
     for a in allocs:
         a.free()
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .enums import aclDataType as DT
-from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, is_int
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, is_int, safe_repr
 from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
 
 # Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
@@ -96,7 +96,7 @@ def _reset_soc_version():
 
 def _check_soc(name, argname="soc"):
     if not isinstance(name, str) or name.lower() not in PROFILES:
-        raise ValueError(f"{argname} is {name!r}; expected one of {sorted(PROFILES)}")
+        raise ValueError(f"{argname} is {safe_repr(name)}; expected one of {sorted(PROFILES)}")
     return name.lower()
 
 
@@ -130,8 +130,25 @@ _DEFAULT_OPTIONS = {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
 _options = dict(_DEFAULT_OPTIONS)
 
 
+# what each emulation option accepts, in messages
+OPTION_EXPECTED = {"hf32_rounding": "None, 'half_away' or 'nearest_even'", "hf32_mantissa_bits": "None, 10 or 11",
+                   "hif8_rounding": "None, 'ta' or 'hybrid'", "saturate": "None, True or False",
+                   "accumulation": "None, 'cube', 'cube_wide', 'cube_rz' or 'sequential'",
+                   "block_size": "None or an integer in [1, 64]", "order_seed": "None or an integer >= 0"}
+
+
 def check_option(name, value):
-    """Validate one emulation option; returns the normalised value or raises ValueError naming it."""
+    """Validate one emulation option; returns the normalised value or raises ValueError naming it (a value
+    whose __eq__, __hash__, __repr__ or __index__ raises reads as a bad value, never as another exception)."""
+    try:
+        return _check_option(name, value)
+    except ValueError:
+        raise
+    except Exception:
+        raise ValueError(f"{name} is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}") from None
+
+
+def _check_option(name, value):
     if name == "hf32_rounding":
         if value not in HF32_ROUNDINGS:
             raise ValueError(f"hf32_rounding is {value!r}; expected one of {sorted(HF32_ROUNDINGS)}")

@@ -133,8 +133,9 @@ def aclrtMalloc(size: int, policy: int = 0) -> Tuple[int, Optional[DevicePtr]]:
         return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
     try:
         return ACL_SUCCESS, memory.malloc(int(size))
-    except (MemoryError, ValueError):
-        return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
+    except (MemoryError, ValueError) as e:
+        why = f" ({e})" if str(e) else ""
+        return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes{why}"), None
 
 
 @_guard

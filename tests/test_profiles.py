@@ -52,6 +52,35 @@ def test_soc_keyword_overrides_process_setting():
     assert gi.dtype == np.float32
 
 
+class _BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+    __hash__ = None
+
+
+@pytest.mark.parametrize("name", ["hf32_rounding", "hif8_rounding", "hf32_mantissa_bits", "saturate",
+                                  "accumulation", "block_size", "order_seed"])
+@pytest.mark.parametrize("bad", [[1], {}, np.array(["ta"]), _BadRepr()], ids=["list", "dict", "array", "badrepr"])
+def test_unhashable_or_unprintable_option_values_are_161002_in_both_places(name, bad):
+    """set_emulation_options and the NumPy keywords give the same AclnnError 161002 for values that cannot
+    be hashed, compared or printed (not a bare TypeError from a lookup)."""
+    before = pc.get_emulation_options()
+    with pytest.raises(pc.AclnnError) as e:
+        pc.set_emulation_options(**{name: bad})
+    assert e.value.status == pc.ACLNN_ERR_PARAM_INVALID and f"{name} is " in str(e.value)
+    assert pc.get_emulation_options() == before
+    x = np.ones((4, 1, 2), np.float32)
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc(x, np.ones((3, 2, 2), np.float32), np.zeros(2, np.float32), 1, **{name: bad})
+    assert e.value.status == pc.ACLNN_ERR_PARAM_INVALID and f"{name} is " in str(e.value)
+
+
+def test_set_soc_version_with_an_unprintable_name_is_a_value_error():
+    with pytest.raises(ValueError, match="soc is <"):
+        pc.set_soc_version(_BadRepr())
+
+
 def test_emulation_options_round_trip_and_reset():
     assert pc.get_emulation_options() == {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
                                           "hif8_rounding": "ta", "saturate": False, "accumulation": "cube",

@@ -32,6 +32,37 @@ def test_malloc_too_big_is_bad_alloc():
     assert rc == pc.ACL_ERROR_BAD_ALLOC and ptr is None
 
 
+def test_malloc_past_physical_memory_is_bad_alloc_not_a_promise():
+    """Emulated device memory is host memory whose pages the OS reserves lazily: without a check, a request
+    larger than the machine would succeed and fail later, when written (out-of-memory kill).  So a request
+    that would take the live allocations past the physical memory is refused at once, as the NPU's runtime
+    refuses more than its HBM."""
+    limit = pc.api.memory_limit()
+    rc, ptr = pc.aclrtMalloc(limit + 1)
+    assert rc == pc.ACL_ERROR_BAD_ALLOC and ptr is None
+    assert f"cannot allocate {limit + 1} bytes" in pc.aclGetRecentErrMsg()
+    assert f"this machine has {limit}" in pc.aclGetRecentErrMsg()
+
+
+def test_malloc_counts_the_live_allocations(monkeypatch):
+    from pyconvtbc import memory
+    pc.aclFinalize()                                   # no allocation left from other tests
+    monkeypatch.setattr(memory, "memory_limit", lambda: 1 << 20)
+    rc, a = pc.aclrtMalloc(600 << 10)
+    assert rc == 0
+    rc, b = pc.aclrtMalloc(600 << 10)                  # 1200 KiB live > 1 MiB
+    assert rc == pc.ACL_ERROR_BAD_ALLOC and b is None
+    assert f"{600 << 10} bytes are allocated already" in pc.aclGetRecentErrMsg()
+    rc, b = pc.aclrtMalloc(400 << 10)                  # exactly 1000 KiB: fits
+    assert rc == 0
+    assert pc.aclrtFree(a) == 0                        # freeing gives the bytes back
+    rc, c = pc.aclrtMalloc(600 << 10)
+    assert rc == 0
+    assert pc.aclFinalize() == 0                       # so does aclFinalize
+    rc, d = pc.aclrtMalloc(1 << 20)
+    assert rc == 0 and pc.aclrtFree(d) == 0
+
+
 def test_free_rules():
     rc, p = pc.aclrtMalloc(16)
     assert rc == 0

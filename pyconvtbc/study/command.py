@@ -109,7 +109,7 @@ def _parser():
         description="Precision studies of the emulated NPU modes of aclnnConvTbcBackward: each mode's gradients "
                     "against a float64 reference (max abs / rel error, relative Frobenius error, ULP error in the "
                     "output format, overflow / underflow / NaN / Inf counts).  Sub-commands: modes (default), "
-                    "spread, growth, window.", epilog=_EPILOG)
+                    "spread, growth, window, train.", epilog=_EPILOG)
     sub = top.add_subparsers(dest="command", metavar="{modes,spread,growth,window,train}")
     sub.add_parser("modes", parents=[common], help="per-mode error table (the default)",
                    description="Per-mode error table over the grid.", epilog=_EPILOG,
