@@ -22,7 +22,7 @@ EXACT = os.environ.get("PYCONVTBC_EXACT_DEVICE_ALLOC", "") not in ("", "0")
 _ids = itertools.count(1)
 _live_lock = threading.Lock()
 _live = {}  # id -> _Allocation, for aclFinalize
-_live_bytes = [0]  # their sizes' sum
+_live_bytes = 0  # their sizes' sum
 
 
 @functools.lru_cache(maxsize=None)
@@ -170,16 +170,16 @@ def malloc(size: int) -> DevicePtr:
     """A new zeroed allocation; MemoryError when it would take the live allocations past ``memory_limit()``
     (the pages are reserved lazily, so an over-large request would otherwise succeed and fail later, when
     written)."""
+    global _live_bytes
     with _live_lock:
-        if _live_bytes[0] + size > memory_limit():
-            raise MemoryError(f"{_live_bytes[0]} bytes are allocated already and this machine has "
-                              f"{memory_limit()}")
-        _live_bytes[0] += size
+        if _live_bytes + size > memory_limit():
+            raise MemoryError(f"{_live_bytes} bytes are allocated already and this machine has {memory_limit()}")
+        _live_bytes += size
     try:
         alloc = _Allocation(size)
     except BaseException:
         with _live_lock:
-            _live_bytes[0] -= size
+            _live_bytes -= size
         raise
     with _live_lock:
         _live[alloc.id] = alloc
@@ -188,17 +188,19 @@ def malloc(size: int) -> DevicePtr:
 
 
 def free(ptr: DevicePtr) -> None:
+    global _live_bytes
     with _live_lock:
         if _live.pop(ptr._alloc.id, None) is not None:
-            _live_bytes[0] -= ptr._alloc.size
+            _live_bytes -= ptr._alloc.size
     ptr._alloc.free()
 
 
 def free_all() -> None:
+    global _live_bytes
     with _live_lock:
         allocs = list(_live.values())
         _live.clear()
-        _live_bytes[0] = 0
+        _live_bytes = 0
     for a in allocs:
         a.free()
 

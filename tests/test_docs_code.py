@@ -80,11 +80,12 @@ def _split_top(s):
 
 
 def signatures(code):
-    """[(name, [(param, default text or None, keyword_only)])] of a signatures block; its import lines run."""
+    """[(name, function or None, [(param, default text or None, keyword_only)])] of a signatures block (its
+    ``from ... import`` statements run first; a signature starts a line, an import's continuation does not)."""
     ns = {}
-    body = re.sub(r"^from [\w.]+ import \(.*?\)\n|^from [\w.]+ import [^\n(]*\n", lambda m: exec(m.group(0), ns) or "",
-                  code, flags=re.S | re.M)
-    out = []
+    for stmt in re.findall(r"^from [\w.]+ import (?:\(.*?\)|[^\n]*)$", code, re.S | re.M):
+        exec(stmt, ns)
+    body, out = code, []
     for m in re.finditer(r"^(\w+)\(", body, re.M):
         i, depth = m.end(), 1
         while depth:
