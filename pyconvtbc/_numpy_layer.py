@@ -33,7 +33,7 @@ class ArrayDesc:
 
     def __init__(self, array, data_type=None, shape=None):
         if array.size and not array.flags.aligned:
-            array = np.array(array)  # a misaligned view (rare: frombuffer at an odd offset): read an aligned copy
+            array = _aligned_copy(array)
         self.array = array
         self.shape = tuple(array.shape) if shape is None else tuple(shape)
         if data_type is None:
@@ -42,6 +42,14 @@ class ArrayDesc:
         else:
             self.data_type = data_type
         self.format = int(aclFormat.ACL_FORMAT_ND)
+
+
+def _aligned_copy(array: np.ndarray) -> np.ndarray:
+    """An aligned copy of a misaligned view (rare: frombuffer at an odd offset) holding only its distinct
+    elements: a broadcast (zero-stride) axis is copied once and broadcast again, so a misaligned broadcast
+    operand costs what an aligned one does (no expansion)."""
+    one = tuple(slice(0, 1) if st == 0 else slice(None) for st in array.strides)
+    return np.broadcast_to(np.array(array[one]), array.shape)
 
 
 def is_array_desc(obj: Any) -> bool:
@@ -203,14 +211,22 @@ def execute(op: Operator, plan: Plan, arrays: tuple) -> tuple:
                        f"and outputs of {_gib(out_bytes)}; {why}")
     if need > limit:
         too_large(f"expected at most {_gib(limit)} in all (this machine's physical memory)")
+    # A call made while another runs in this thread (from a Python signal handler, which the kernels run while
+    # they work) must not share the outer call's scratch: it gets its own, dropped when it returns.
+    nested = getattr(_ws_cache, "busy", False)
     try:
         outputs = [np.empty(shape, dt) for shape, dt in specs]
-        ws = _workspace(plan.workspace_size) if plan.workspace_size else None
+        ws = None
+        if plan.workspace_size:
+            ws = np.empty(plan.workspace_size, np.uint8) if nested else _workspace(plan.workspace_size)
     except (MemoryError, ValueError) as e:
         too_large(f"the allocation failed ({type(e).__name__})")
+    _ws_cache.busy = True
     try:
         op.run_arrays(plan, arrays, outputs, ws)
     finally:
+        _ws_cache.busy = nested
         del ws
-        _trim_workspace()
+        if not nested:
+            _trim_workspace()
     return tuple(outputs)

@@ -367,7 +367,8 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
                 d.data_type = hif8
     if all(isinstance(d, nl.ArrayDesc) for d in descs.values()):
         s, w = descs["self"].shape, descs["weight"].shape
-        T_out = s[0] + 2 * pad - w[0] + 1 if len(s) == 3 and len(w) == 3 and is_int(pad) else 0
+        # (pad is not checked yet: Python ints, so that a NumPy integer pad cannot overflow or warn here)
+        T_out = int(s[0]) + 2 * int(pad) - int(w[0]) + 1 if len(s) == 3 and len(w) == 3 and is_int(pad) else 0
         descs["out"] = _out_desc((max(T_out, 0), s[1], w[2]) if len(s) == 3 and len(w) == 3 else (),
                                  descs["self"].data_type)
     else:  # rule 1 reports the first missing or non-array input before it looks at the output

@@ -325,7 +325,7 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
     def det():
         if deterministic is None:
             return profile.deterministic_default
-        if not isinstance(deterministic, (bool, np.bool_, int)) or deterministic not in (0, 1):
+        if not isinstance(deterministic, (bool, np.bool_, int, np.integer)) or deterministic not in (0, 1):
             raise ValueError(f"deterministic is {safe_repr(deterministic)}; expected None, True or False")
         return bool(deterministic)
     det = nl.guarded(BACKWARD, "deterministic", deterministic, det, "None, True or False")

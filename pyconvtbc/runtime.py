@@ -203,6 +203,7 @@ class aclrtStream:
         self._cv = threading.Condition()
         self._queue = collections.deque()
         self._busy = False
+        self._inline = None     # the thread whose call is running a task inline (it may be interrupted)
         self._error = None
         self._destroyed = False
         self._thread = None
@@ -225,6 +226,7 @@ class aclrtStream:
                 raise RuntimeError("stream was destroyed")
             run_now = inline_if_idle and not self._queue and not self._busy
             if run_now:
+                self._inline = threading.get_ident()   # (first: a signal handler may run between the two)
                 self._busy = True
             else:
                 self._queue.append(task)
@@ -237,6 +239,7 @@ class aclrtStream:
 
     def _run(self, task):
         interrupted = None
+        inline = self._inline == threading.get_ident()
         try:
             result = task()
             err = result if isinstance(result, tuple) and result and result[0] else None
@@ -245,10 +248,13 @@ class aclrtStream:
                                 "written"), e
         except BaseException as e:  # a task must never kill the worker
             err = (ACL_ERROR_RT_INTERNAL_ERROR, f"{type(e).__name__}: {e}")
+            if inline and not isinstance(e, Exception):   # SystemExit from a signal handler: the caller's
+                interrupted = e                            # thread exits as it asked, after the bookkeeping
         with self._cv:
             if err is not None and self._error is None:
                 self._error = err
             self._busy = False
+            self._inline = None
             self._cv.notify_all()
         if interrupted is not None:
             raise interrupted
@@ -280,9 +286,16 @@ class aclrtStream:
                 self._busy = True
             self._run(task)
 
+    def in_own_task(self) -> bool:
+        """True when the calling thread is inside this stream's running task: a Python signal handler (or other
+        callback) runs on top of a task that its own call runs inline.  Waiting for the stream there would wait
+        for a frame below the waiter: it never returns."""
+        return self._busy and self._inline == threading.get_ident()
+
     def synchronize(self) -> Optional[tuple]:
         """Wait until every queued task has run; return and clear the first recorded failure.  An interrupt
-        (KeyboardInterrupt) while waiting cancels the stream's work (``_cancel``) and is re-raised."""
+        (KeyboardInterrupt) while waiting cancels the stream's work (``_cancel``) and is re-raised.  (The
+        caller checks ``in_own_task`` first: waiting there would never return.)"""
         try:
             with self._cv:
                 while self._queue or self._busy:
@@ -294,10 +307,15 @@ class aclrtStream:
         return err
 
     def _destroy(self):
-        """Refuse new work, let the queued work run, stop the worker; return the first recorded failure."""
+        """Refuse new work, let the queued work run, stop the worker; return the first recorded failure.
+        Called from inside the stream's own running task (``in_own_task``: a signal handler), it refuses new
+        work and returns at once: the running task ends when the handler returns, the worker then runs what
+        is queued and stops (a failure there is not reported)."""
         with self._cv:
             self._destroyed = True          # from now on enqueue raises: no task can slip in after the drain
             self._cv.notify_all()
+            if self.in_own_task():
+                return None
             while self._queue or self._busy:
                 self._cv.wait()
             err, self._error = self._error, None
@@ -357,6 +375,10 @@ def aclrtSynchronizeStream(stream: Optional["aclrtStream"]) -> int:
     s = resolve_stream(stream)
     if s is None:
         return _bad(f"aclrtSynchronizeStream: stream is {safe_repr(stream)}; expected a live stream or None")
+    if s.in_own_task():
+        return _bad("aclrtSynchronizeStream: the stream's running task belongs to this thread's interrupted call "
+                    "(this is a signal handler or callback running on top of it), so waiting for it here would "
+                    "never return; expected a call after the handler returns")
     err = s.synchronize()
     if err is not None:
         return set_error(ACL_ERROR_RT_INTERNAL_ERROR, f"aclrtSynchronizeStream: a task on the stream failed "

@@ -5,6 +5,7 @@ import array
 import ctypes
 import gc
 import threading
+import time
 import weakref
 
 import ml_dtypes
@@ -693,3 +694,123 @@ def test_torch_bridge_passes_the_accumulation_keywords():
     np.testing.assert_array_equal(w.grad.numpy(), gw)
     with pytest.raises(pc.AclnnError, match="block_size is 0"):
         conv_tbc(x, w, b, 1, block_size=0).sum().backward()
+
+
+# ---- found by the adversarial review of 2026-12-05 ---------------------------------------------------------
+def _misaligned_scalar(value):
+    """A float32 scalar at an odd byte offset (flags.aligned is False)."""
+    raw = np.zeros(5, np.uint8)
+    raw[1:5] = np.frombuffer(np.float32(value).tobytes(), np.uint8)
+    a = np.frombuffer(raw.tobytes(), np.float32, count=1, offset=1)
+    assert not a.flags.aligned
+    return a
+
+
+def test_misaligned_broadcast_operand_is_not_expanded():
+    """A misaligned broadcast grad_output used to be copied whole (np.array of the broadcast view): 256 MiB
+    here, 4 TiB in the review's case (a bare MemoryError).  Only its distinct elements are copied now."""
+    import tracemalloc
+    T, B, Cout = 4096, 64, 256
+    dy = np.broadcast_to(_misaligned_scalar(0.5), (T, B, Cout))
+    assert not dy.flags.aligned
+    rng = np.random.default_rng(0)
+    x = rng.integers(-4, 5, (T, B, 1)).astype(np.float32)
+    w = rng.integers(-4, 5, (1, 1, Cout)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        gi, gw, gb = pc.conv_tbc_backward(dy, x, w, np.zeros(Cout, np.float32), 0, num_threads=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < dy.nbytes // 2, peak                       # the expanded copy alone would be dy.nbytes
+    # grid values: every sum below is exact in fp32
+    np.testing.assert_array_equal(gi[..., 0], np.full((T, B), 0.5 * float(w.astype(np.float64).sum()), np.float32))
+    np.testing.assert_array_equal(gw[0, 0], np.full(Cout, 0.5 * float(x.astype(np.float64).sum()), np.float32))
+    np.testing.assert_array_equal(gb, np.full(Cout, 0.5 * T * B, np.float32))
+
+
+def test_misaligned_broadcast_of_an_invalid_call_gets_its_status():
+    dy = np.broadcast_to(_misaligned_scalar(1.0), (1 << 20, 1024, 1024))      # 4 TiB if it were expanded
+    x = np.broadcast_to(np.zeros(1, np.float32), (1 << 20, 1024, 1))
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, x, np.zeros((1, 1, 1024), np.float32),
+                             np.zeros(1024, np.float32), -1)
+    assert e.value.status == INVALID and "pad is -1" in str(e.value)
+
+
+@pytest.mark.parametrize("pad", [np.int64(2**62), np.uint64(2**64 - 1), np.int64(-2**63), np.int16(256)])
+def test_numpy_integer_pad_is_checked_before_any_arithmetic(pad):
+    """conv_tbc computed T_out with the caller's NumPy integer before checking pad: overflow warnings leaked
+    (a RuntimeWarning under -W error instead of 161002)."""
+    import warnings
+    x, w, b = np.zeros((4, 2, 3), np.float32), np.zeros((3, 3, 4), np.float32), np.zeros(4, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(pc.AclnnError) as e:
+            pc.conv_tbc(x, w, b, pad)
+    assert e.value.status == INVALID and "pad is" in str(e.value)
+
+
+def test_numpy_unsigned_pad_of_a_valid_call_does_not_wrap():
+    import warnings
+    x, w, b = np.zeros((0, 5, 3), np.float32), np.zeros((3, 3, 4), np.float32), np.zeros(4, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pc.conv_tbc(x, w, b, np.uint64(1)).shape == (0, 5, 4)
+
+
+def test_deterministic_accepts_numpy_integers_as_saturate_does():
+    x, w, b = np.ones((5, 1, 2), np.float32), np.ones((1, 2, 2), np.float32), np.ones(2, np.float32)
+    ref = pc.conv_tbc_backward(x, x, w, b, 0, deterministic=True)
+    for v in (np.int64(1), np.int8(1), np.uint8(1)):
+        for r, o in zip(ref, pc.conv_tbc_backward(x, x, w, b, 0, deterministic=v)):
+            np.testing.assert_array_equal(r, o)
+    with pytest.raises(pc.AclnnError, match=r"deterministic is np.int64\(2\); expected None, True or False"):
+        pc.conv_tbc_backward(x, x, w, b, 0, deterministic=np.int64(2))
+
+
+def test_too_many_threads_message_says_what_is_wrong():
+    x, w, b = np.ones((5, 1, 2), np.float32), np.ones((1, 2, 2), np.float32), np.ones(2, np.float32)
+    with pytest.raises(pc.AclnnError, match=r"num_threads is 1025; expected an integer in \[1, 1024\]"):
+        pc.conv_tbc_backward(x, x, w, b, 0, num_threads=1025)
+
+
+def test_a_call_from_a_signal_handler_does_not_share_the_outer_calls_scratch():
+    """The kernels run Python signal handlers in the calling thread while they work.  A handler that called
+    conv_tbc_backward reused the outer call's scratch buffer and silently corrupted its results."""
+    import signal
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no setitimer")
+    rng = np.random.default_rng(0)
+    T, B, C, K = 8192, 8, 128, 3            # about 0.1-0.3 s: the kernels poll for signals every 50 ms
+    x, w = rng.standard_normal((T, B, C), dtype=np.float32), rng.standard_normal((K, C, C), dtype=np.float32)
+    dy, b = rng.standard_normal((T, B, C), dtype=np.float32), np.zeros(C, np.float32)
+    kw = dict(deterministic=True, num_threads=2)
+    ref, ref2 = pc.conv_tbc_backward(dy, x, w, b, 1, **kw), pc.conv_tbc_backward(3 * dy, -x, w, b, 1, **kw)
+    ran = []
+
+    def handler(signum, frame):
+        inside = False                     # did the signal land while the outer call's kernels run?
+        while frame is not None:
+            inside |= frame.f_code.co_name == "run_arrays"
+            frame = frame.f_back
+        ran.append((inside, pc.conv_tbc_backward(3 * dy, -x, w, b, 1, **kw)))
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        for attempt in range(10):
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            out = pc.conv_tbc_backward(dy, x, w, b, 1, **kw)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            time.sleep(0.02)               # an alarm that fired after the call runs its handler now
+            for r, o in zip(ref, out):
+                np.testing.assert_array_equal(r, o)
+            ran[:] = [r for r in ran if r[0]]
+            if ran:
+                break
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    if not ran:
+        pytest.skip("the signal never landed inside a call")
+    for r, o in zip(ref2, ran[0][1]):
+        np.testing.assert_array_equal(r, o)

@@ -509,3 +509,54 @@ def test_queued_task_waits_for_an_inline_task_and_synchronize_waits_for_both():
     assert not syncer.is_alive() and done == [None]
     assert log == ["inline start", "inline end", "queued run"]
     assert pc.aclrtDestroyStream(s) == 0
+
+
+def _callback_on_top_of_an_inline_task(stream, callback):
+    """Run ``callback`` from inside a task that ``stream`` runs inline in this thread: what a Python signal
+    handler does when its signal lands while a small call runs in the caller's thread."""
+    got = []
+    stream.enqueue(lambda: got.append(callback()), inline_if_idle=True)
+    return got[0]
+
+
+def test_synchronize_from_inside_the_streams_own_inline_task_refuses_instead_of_hanging():
+    """Regression (review): a signal handler calling aclrtSynchronizeStream while the interrupted call runs a
+    task inline on that stream waited for its own frame forever.  It now returns 100000 at once, naming why;
+    the stream goes on working and synchronizes normally afterwards."""
+    rc, s = pc.aclrtCreateStream()
+    t0 = time.perf_counter()
+    status = _callback_on_top_of_an_inline_task(s, lambda: pc.aclrtSynchronizeStream(s))
+    assert time.perf_counter() - t0 < 5
+    assert status == 100000
+    assert "signal handler" in pc.aclGetRecentErrMsg()
+    # the default stream is not the one running the task: it synchronizes
+    assert _callback_on_top_of_an_inline_task(s, lambda: pc.aclrtSynchronizeStream(None)) == 0
+    assert pc.aclrtSynchronizeStream(s) == 0
+    assert pc.aclrtDestroyStream(s) == 0
+
+
+def test_destroy_and_finalize_from_inside_the_streams_own_inline_task_return():
+    """aclrtDestroyStream / aclFinalize from a callback on top of the stream's own inline task refuse new work
+    and return without waiting for it (it ends when the callback returns); nothing hangs."""
+    rc, s = pc.aclrtCreateStream()
+    t0 = time.perf_counter()
+    assert _callback_on_top_of_an_inline_task(s, lambda: pc.aclrtDestroyStream(s)) == 0
+    assert s.destroyed and s.idle()
+    rc, s2 = pc.aclrtCreateStream()
+    assert _callback_on_top_of_an_inline_task(s2, pc.aclFinalize) == 0
+    assert s2.destroyed and s2.idle()
+    assert time.perf_counter() - t0 < 5
+    assert pc.aclInit(None) == 0
+
+
+def test_system_exit_from_a_handler_inside_an_inline_task_is_not_swallowed():
+    """A signal handler that calls sys.exit() while the interrupted call runs a task inline: the SystemExit
+    reaches the caller (the task's failure is recorded for the stream, like KeyboardInterrupt's)."""
+    import sys
+    rc, s = pc.aclrtCreateStream()
+    with pytest.raises(SystemExit):
+        s.enqueue(lambda: sys.exit(0), inline_if_idle=True)
+    assert s.idle()
+    assert pc.aclrtSynchronizeStream(s) == 507000
+    assert "SystemExit" in pc.aclGetRecentErrMsg()
+    assert pc.aclrtDestroyStream(s) == 0

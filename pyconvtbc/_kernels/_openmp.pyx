@@ -42,20 +42,24 @@ def _set_omp_max_threads(int n):
     omp_set_num_threads(n)
 
 
+def _bad(what, value):
+    return f"{what} is {value!r}; expected an integer in [1, {MAX_THREADS}]"
+
+
 def _count(value, what):
     if isinstance(value, str) and what == ENV:  # an argument must be an int; only the variable is text
         text = value.strip()
         if not text.isdigit():  # digits only: no sign, no '1.5', no '1e3'
-            raise ValueError(f"{what} must be a positive integer, got {value!r} (expected an integer in [1, {MAX_THREADS}])")
+            raise ValueError(_bad(what, value))
         value = int(text)
     if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise ValueError(f"{what} must be a positive integer, got {value!r} (expected an integer in [1, {MAX_THREADS}])")
+        raise ValueError(_bad(what, value))
     try:
         n = value.__index__()
     except Exception:
-        raise ValueError(f"{what} must be a positive integer, got {value!r} (expected an integer in [1, {MAX_THREADS}])") from None
+        raise ValueError(_bad(what, value)) from None
     if not 1 <= n <= MAX_THREADS:
-        raise ValueError(f"{what} must be a positive integer, got {value!r} (expected an integer in [1, {MAX_THREADS}])")
+        raise ValueError(_bad(what, value))
     return n
 
 
