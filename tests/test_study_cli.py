@@ -146,3 +146,48 @@ def test_progress_bar_drawn_on_stderr():
 def test_module_entry_point():
     r = subprocess.run([sys.executable, "-m", "pyconvtbc", "study", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "python -m pyconvtbc study" in r.stdout
+
+
+# ---- found by the review of 2026-12-05 ------------------------------------------------------------------------
+@pytest.mark.parametrize("flag", ["--npz", "--data"])
+def test_empty_or_junk_data_file_is_a_usage_error(tmp_path, flag, capsys):
+    empty, junk = tmp_path / "empty.npz", tmp_path / "junk.npz"
+    empty.write_bytes(b"")
+    junk.write_bytes(b"not numpy at all\n" * 4)
+    for path, why in ((empty, "is empty or truncated"), (junk, "not a NumPy file")):
+        assert study.cli([flag, str(path), "--cube", "KEEP_DTYPE", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert why in err and "Traceback" not in err, err
+
+
+def test_output_names_taken_are_refused_before_computing(tmp_path, capsys):
+    (tmp_path / "o1").mkdir()
+    (tmp_path / "o1" / "plots").write_text("a file where the plots directory goes")
+    (tmp_path / "o2" / "study.csv").mkdir(parents=True)
+    for out, needle in ((tmp_path / "o1", "plots' is an existing file"), (tmp_path / "o2", "study.csv' is a directory")):
+        assert study.cli(SMALL + ["--cube", "KEEP_DTYPE", "--out", str(out)]) == 2
+        cap = capsys.readouterr()
+        assert needle in cap.err and cap.out == "", cap      # refused before any computing: no table printed
+    assert sorted(p.name for p in (tmp_path / "o1").iterdir()) == ["plots"]
+
+
+def test_a_write_that_fails_after_computing_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    from pyconvtbc.study import report
+
+    def full_disk(self, path):
+        raise OSError(28, "No space left on device", path)
+    monkeypatch.setattr(report.StudyResult, "to_json", full_disk)
+    assert study.cli(SMALL + ["--cube", "KEEP_DTYPE", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "study.json" in err and "Traceback" not in err, err
+
+
+def test_markdown_tables_escape_bars_in_their_cells():
+    """'max |x|' and 'max |dev|' headers: a Markdown table needs the bars escaped, or it gains columns and
+    stops being a table."""
+    from pyconvtbc.study.table import _render
+    text = _render(["tensor", "max |x|"], [["dy", "|1|"]], markdown=True)
+    head, sep, row = text.splitlines()
+    bars = lambda line: len(line.replace("\\|", "")) - len(line.replace("\\|", "").replace("|", ""))  # noqa: E731
+    assert bars(head) == bars(sep) == bars(row) == 3
+    assert head == "| tensor | max \\|x\\| |"

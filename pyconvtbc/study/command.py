@@ -132,8 +132,9 @@ def _parser():
     wi = sub.add_parser("window", parents=[common], help="the window of grad_output scales without under/overflow",
                         description="For each mode: grad_output scaled by 2^e for each exponent e, and the widest "
                                     "run of e where neither the overflow fraction nor the sub-normal fraction (exact "
-                                    "values below the output format's smallest normal) exceeds --threshold, with the "
-                                    "error inside it.")
+                                    "values below the output format's smallest normal) exceeds --threshold and no "
+                                    "result is NaN (an unsaturated float8_e4m3fn overflows to NaN), with the error "
+                                    "inside it.")
     wi.add_argument("--exponents", default="-32:32", metavar="LO:HI",
                     help="exponents e of the scales 2^e: LO:HI (every integer) or a list, written "
                          "--exponents=LO:HI when LO is negative; default -32:32")
@@ -193,7 +194,7 @@ def _train_cli(argv):
         except ImportError:
             raise ValueError("train needs PyTorch: pip install 'pyconvtbc[torch]'") from None
         if a.out:
-            _check_out(a.out)
+            _check_out(a.out, a.prefix or "train", (".csv", ".json"))
         modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
         keep = torch.get_num_threads()
         torch.set_num_threads(a.torch_threads)
@@ -216,7 +217,11 @@ def _train_cli(argv):
     res.meta["torch_threads"] = a.torch_threads
     print(res.table(markdown=a.markdown))
     if a.out:
-        made = res.save(a.out, a.prefix, plots=not a.no_plots)
+        try:
+            made = _save(res, a.out, a.prefix, not a.no_plots)
+        except ValueError as e:
+            print(f"study train: error: {e}", file=sys.stderr)
+            return 2
         files = [made["csv"], made["json"]] + made["plots"]
         print(f"\nwrote {len(files)} files to {a.out}: " + ", ".join(os.path.relpath(f, a.out) for f in files))
         if not a.no_plots and not made["plots"]:
@@ -239,8 +244,9 @@ def _grid_from_args(a):
     return Grid(**axes)
 
 
-def _check_out(out):
-    """Create the output directory now (a usage error before any computing when it cannot be)."""
+def _check_out(out, prefix, exts):
+    """Create the output directory now, and check that the files to be written there (<prefix><ext> for each
+    ext, and the plots/ directory) can be: a usage error before any computing when they cannot be."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out: {out!r} is an existing file; expected a directory (it is created if missing)")
     try:
@@ -249,6 +255,23 @@ def _check_out(out):
         raise ValueError(f"--out: {out!r} cannot be created ({e.strerror}); expected a writable directory") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise ValueError(f"--out: {out!r} is not writable; expected a writable directory")
+    plots = os.path.join(out, "plots")
+    if os.path.exists(plots) and not os.path.isdir(plots):
+        raise ValueError(f"--out: {plots!r} is an existing file; expected it free, or a directory (the plots go "
+                         "there)")
+    for ext in exts:
+        path = os.path.join(out, prefix + ext)
+        if os.path.isdir(path):
+            raise ValueError(f"--out: {path!r} is a directory; expected a file name free for the {ext} output")
+
+
+def _save(res, out, prefix, plots):
+    """res.save(...), with a failure to write (a full disk, a file system that refuses) as a usage error."""
+    try:
+        return res.save(out, prefix, plots=plots)
+    except OSError as e:
+        raise ValueError(f"--out: writing into {out!r} failed ({e.strerror or e}: {e.filename!r}); the "
+                         "results above were computed, but the files are incomplete") from None
 
 
 def _check_growth_sizes(base, values, axis):
@@ -320,7 +343,7 @@ def cli(argv=None):
         if a.prefix is not None:
             _check_prefix(a.prefix, "--prefix")
         if a.out:
-            _check_out(a.out)
+            _check_out(a.out, a.prefix or ("study" if a.command == "modes" else a.command), (".csv", ".json", ".md"))
         det = None if a.non_deterministic else True
         common = dict(grid=grid, distribution=a.dist, seed=a.seed, reference=a.reference,
                       num_threads=a.threads, progress=a.progress)
@@ -364,7 +387,11 @@ def cli(argv=None):
         print("\n# magnitudes: share of each tensor's non-zero values in each range of a format")
         print(res.magnitude_table())
     if a.out:
-        made = res.save(a.out, a.prefix, plots=not a.no_plots)
+        try:
+            made = _save(res, a.out, a.prefix, not a.no_plots)
+        except ValueError as e:
+            print(f"study: error: {e}", file=sys.stderr)
+            return 2
         files = [made["csv"], made["json"], made["md"]] + made["plots"]
         print(f"\nwrote {len(files)} files to {a.out}: " + ", ".join(os.path.relpath(f, a.out) for f in files))
         if not a.no_plots and not made["plots"]:

@@ -205,14 +205,23 @@ def _pad_of(value, pad, where):
     return p
 
 
+def _np_load(path, what, kind):
+    """np.load without pickles; a file NumPy cannot read (empty, truncated, not NumPy's) is a usage error."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except EOFError:
+        raise ValueError(f"{what}: {str(path)!r} is empty or truncated; expected {_EXPECT_FILES}") from None
+    except (OSError, ValueError) as e:
+        why = "not a NumPy file" if "pickled" in str(e) else str(e)
+        raise ValueError(f"{what}: {str(path)!r} is not a readable {kind} file ({why}); expected "
+                         f"{_EXPECT_FILES}") from None
+
+
 def _read_npz(path, pad):
     """``load_npz``, returning the problem's Shape instead of its pad."""
     if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
         raise ValueError(f"npz: {path!r} is not a file; expected an .npz file with grad_output, input, weight")
-    try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"npz: {path!r} is not a readable .npz file ({e}); expected {_EXPECT_FILES}") from None
+    z = _np_load(path, "npz", ".npz")
     if not hasattr(z, "files"):
         raise ValueError(f"npz: {path!r} holds one array, not an .npz archive; expected {_EXPECT_FILES}")
     with z:
@@ -239,7 +248,7 @@ def load_data(path, pad=None):
         files = {os.path.splitext(f)[0]: os.path.join(p, f) for f in os.listdir(p) if f.endswith(".npy")}
 
         def get(n):
-            return np.load(files[n], allow_pickle=False)
+            return _np_load(files[n], "data", ".npy")
         arrays = _pick(get, set(files), repr(p))
         pd = _pad_of(get("pad") if "pad" in files else None, pad, repr(p))
         return [(base, arrays, _check_arrays(arrays, pd, repr(p)))]

@@ -84,8 +84,9 @@ def _percent(v):
 
 def _render(headers, cells, markdown=False):
     if markdown:
-        lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-        lines += ["| " + " | ".join(c) + " |" for c in cells]
+        esc = lambda v: str(v).replace("|", "\\|")  # noqa: E731  ("max |x|": a literal bar, not a column)
+        lines = ["| " + " | ".join(map(esc, headers)) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+        lines += ["| " + " | ".join(map(esc, c)) + " |" for c in cells]
         return "\n".join(lines)
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
     num = [all(_looks_numeric(c[i]) for c in cells) for i in range(len(headers))]

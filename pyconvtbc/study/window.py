@@ -42,7 +42,8 @@ def scale_window(shapes=None, grid=None, *, exponents=DEFAULT_EXPONENTS, thresho
     """For each mode: the results with grad_output scaled by 2^e for each e in ``exponents`` (the gradients scale
     with it, as under loss scaling; the metrics compare the scaled result with the scaled exact value), and the
     window of e where neither ``frac_overflow`` nor ``frac_subnormal`` (exact values below the output format's
-    smallest normal, where it loses precision or flushes to zero) exceeds ``threshold``.
+    smallest normal, where it loses precision or flushes to zero) exceeds ``threshold`` and no result is NaN
+    (an unsaturated FLOAT8_E4M3FN output overflows to NaN: there any overflow ends the window).
 
     Returns a StudyResult of kind 'window': ``rows`` one per (problem, mode, gradient, e) (``exponent`` holds e);
     ``meta['windows']`` one per (problem, mode, gradient): ``lo`` / ``hi`` (the widest run of consecutive
