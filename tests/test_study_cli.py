@@ -164,7 +164,8 @@ def test_output_names_taken_are_refused_before_computing(tmp_path, capsys):
     (tmp_path / "o1").mkdir()
     (tmp_path / "o1" / "plots").write_text("a file where the plots directory goes")
     (tmp_path / "o2" / "study.csv").mkdir(parents=True)
-    for out, needle in ((tmp_path / "o1", "plots' is an existing file"), (tmp_path / "o2", "study.csv' is a directory")):
+    for out, needle in ((tmp_path / "o1", "plots' is an existing file"),
+                        (tmp_path / "o2", "study.csv' is a directory")):
         assert study.cli(SMALL + ["--cube", "KEEP_DTYPE", "--out", str(out)]) == 2
         cap = capsys.readouterr()
         assert needle in cap.err and cap.out == "", cap      # refused before any computing: no table printed
