@@ -12,7 +12,7 @@ from .data import Shape, check_size
 from .grid import Grid
 from .growth import _GROWTH_METRICS, error_growth
 from .modes import run_study
-from .report import _check_prefix
+from .report import _check_prefix, default_prefix
 from .spread import reduction_order_spread
 from .window import _norm_exponents, _norm_threshold, scale_window
 
@@ -194,7 +194,7 @@ def _train_cli(argv):
         except ImportError:
             raise ValueError("train needs PyTorch: pip install 'pyconvtbc[torch]'") from None
         if a.out:
-            _check_out(a.out, a.prefix or "train", (".csv", ".json"))
+            _check_out(a.out, a.prefix or default_prefix("train"), (".csv", ".json"))
         modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
         keep = torch.get_num_threads()
         torch.set_num_threads(a.torch_threads)
@@ -343,7 +343,7 @@ def cli(argv=None):
         if a.prefix is not None:
             _check_prefix(a.prefix, "--prefix")
         if a.out:
-            _check_out(a.out, a.prefix or ("study" if a.command == "modes" else a.command), (".csv", ".json", ".md"))
+            _check_out(a.out, a.prefix or default_prefix(a.command), (".csv", ".json", ".md"))
         det = None if a.non_deterministic else True
         common = dict(grid=grid, distribution=a.dist, seed=a.seed, reference=a.reference,
                       num_threads=a.threads, progress=a.progress)

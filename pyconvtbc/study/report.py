@@ -52,6 +52,11 @@ def _check_prefix(prefix, argname="prefix"):
     return prefix
 
 
+def default_prefix(kind):
+    """The output files' name without --prefix: 'study' for the modes table, else the study's kind."""
+    return "study" if kind == "modes" else kind
+
+
 @dataclass
 class StudyResult:
     """Rows (one dict per cell x gradient) of a study, with writers for every output."""
@@ -283,7 +288,7 @@ class StudyResult:
 
     def save(self, outdir, prefix=None, plots=True):
         """Write <prefix>.csv, .json, .md (and PNG plots when asked and possible); returns {kind: path(s)}."""
-        prefix = prefix or ("study" if self.kind == "modes" else self.kind)
+        prefix = prefix or default_prefix(self.kind)
         _check_prefix(prefix)
         os.makedirs(outdir, exist_ok=True)
         made = {"csv": self.to_csv(os.path.join(outdir, f"{prefix}.csv")),

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from .choices import SOCS, _as_list, _normalise, _uniq
-from .report import _check_prefix
+from .report import _check_prefix, default_prefix
 
 # name -> (emulation keywords or None for torch.conv_tbc, autocast dtype name or None, description)
 TRAIN_MODES = {
@@ -273,7 +273,7 @@ class TrainResult:
     def save(self, outdir, prefix=None, plots=True):
         """``outdir/<prefix>.csv`` (step, then each mode's loss and time), ``.json`` (meta, curves, times,
         summary) and, with matplotlib, ``plots/<prefix>_loss.png``.  Returns {csv, json, plots: [paths]}."""
-        prefix = _check_prefix(prefix or "train")
+        prefix = _check_prefix(prefix or default_prefix(self.kind))
         os.makedirs(outdir, exist_ok=True)
         out = {"csv": os.path.join(outdir, f"{prefix}.csv"), "json": os.path.join(outdir, f"{prefix}.json"),
                "plots": []}
