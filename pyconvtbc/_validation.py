@@ -70,7 +70,8 @@ def check_descriptors(t, names, is_descriptor, expected, label):
                 destroyed = getattr(obj, "destroyed", False) is True
             except Exception:  # an object whose attributes raise: still just "not a descriptor"
                 destroyed = False
-            what = "a destroyed aclTensor" if destroyed else f"a {type(obj).__name__}"
+            name = type(obj).__name__
+            what = "a destroyed aclTensor" if destroyed else f"{'an' if name[:1] in 'aeiouAEIOU' else 'a'} {name}"
             raise Invalid(INVALID, f"{label(n)} is {what}; expected {expected(obj) if callable(expected) else expected}")
 
 

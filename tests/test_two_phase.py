@@ -91,6 +91,23 @@ def test_executor_single_use():
     assert "already used" in pc.aclGetRecentErrMsg()
 
 
+def test_single_use_executor_destroy_and_repeatable_calls():
+    t, _ = acl_problem(*make_problem())
+    for run_first in (False, True):
+        rc, ws_size, ex = phase1(t)
+        ws = _ws(ws_size)
+        if run_first:
+            assert pc.aclnnConvTbcBackward(ws, ws_size, ex, None) == 0
+            assert pc.aclSetAclOpExecutorRepeatable(ex) == pc.ACLNN_ERR_PARAM_INVALID   # too late: it ran
+        assert pc.aclDestroyAclOpExecutor(ex) == 0
+        assert pc.aclnnConvTbcBackward(ws, ws_size, ex, None) == pc.ACLNN_ERR_PARAM_INVALID
+        assert pc.aclSetAclOpExecutorRepeatable(ex) == pc.ACLNN_ERR_PARAM_INVALID
+    rc, ws_size, ex = phase1(t)
+    assert pc.aclSetAclOpExecutorRepeatable(ex) == 0
+    assert pc.aclSetAclOpExecutorRepeatable(ex) == 0                                   # twice is fine
+    assert pc.aclDestroyAclOpExecutor(ex) == 0
+
+
 def test_repeatable_executor():
     dy, x, w, b = make_problem(seed=7)
     t, p = acl_problem(dy, x, w, b)

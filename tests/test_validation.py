@@ -62,6 +62,14 @@ def test_destroyed_descriptor():
     expect(t, INVALID, "weight is a destroyed aclTensor")
 
 
+def test_descriptor_with_invalid_fields_is_named_with_its_article():
+    t = fresh()
+    old = t["input"]
+    t["input"] = pc.aclTensor(old.view_dims, old.data_type, [float(s) for s in old.strides], old.offset,
+                              old.format, old.storage_dims, old.data)
+    expect(t, INVALID, "input is an aclTensor; expected a valid tensor descriptor", "strides is [")
+
+
 # ---- rule 2 -------------------------------------------------------------------------------------
 def _retype(t, name, code):
     old = t[name]
