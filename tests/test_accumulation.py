@@ -368,3 +368,25 @@ def test_ascend950_grad_input_segments():
     no_seg = R.grad_input(dy, w, 3, 0, "cube", 8, "ascend910b")
     assert not (bits(rgi) == bits(no_seg)).all()       # the segments change the sums on these data
     assert (bits(gi) == bits(rgi)).all()
+
+
+@pytest.mark.parametrize("form", ["cube_wide", "cube_rz", "cube"])
+def test_zero_sign_of_a_lone_chain_and_of_segments(form):
+    """docs/precision.md: a lone gradInput chain is the result; segments are added into an output that starts at
+    +0.  A negative exact sum that underflows rounds to -0 in the wide forms' chain: -0 without segments, +0
+    once added into the output (ascend950, K*Cout >= 32768).  Under "cube" a chain is never -0."""
+    tiny = np.float32(2.0 ** -100)
+    for Cout, soc in ((8, "ascend910b"), (8, "ascend950"), (32768, "ascend950")):
+        dy = np.full((1, 1, Cout), -tiny, np.float32)
+        w = np.full((1, 1, Cout), tiny, np.float32)
+        x = np.zeros((1, 1, 1), np.float32)
+        for isa in ISAS:
+            K._set_isa(isa)
+            try:
+                gi, gw, _ = pc.conv_tbc_backward(dy, x, w, np.zeros(Cout, np.float32), 0, soc=soc,
+                                                 accumulation=form)
+            finally:
+                K._set_isa(None)
+            lone = Cout < 32768
+            assert gi[0, 0, 0] == 0 and np.signbit(gi[0, 0, 0]) == (lone and form != "cube"), (Cout, soc, isa)
+            assert not np.signbit(gw).any()       # gradWeight: chains added into an output that starts at +0

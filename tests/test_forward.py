@@ -991,3 +991,43 @@ def test_deterministic_across_threads_and_isas(forced_threading, dn, soc, cmt, f
                              model(x, w, b, pad, dn, soc, cmt, form))
 
 
+
+
+# Signed zeros: every product underflows (2^-100 * 2^-100 = 2^-200) or is an exact zero, so each result is a zero
+# whose sign the rules decide: a block sum is an FMA chain from +0 (an underflowing negative product makes it
+# -0, an exact -0 product does not), then added to the accumulator started at the bias.  Shapes with full
+# vector tiles and whole blocks, so the unrolled block kernels run too.
+@pytest.mark.parametrize("shape", [(8, 6, 40, 64, 3, 1), (5, 7, 24, 32, 2, 0), (4, 3, 9, 5, 3, 2)])
+@pytest.mark.parametrize("dn,soc,cmt", [("float32", "ascend910b", 0), ("float32", "ascend910b", 3),
+                                        ("bfloat16", "ascend950", 0)])
+@pytest.mark.parametrize("form", ["cube", "cube_wide", "sequential"])
+def test_signed_zero_results_on_every_isa(forced_threading, shape, dn, soc, cmt, form):
+    T_in, B, Cin, Cout, K, pad = shape
+    rng = np.random.default_rng(sum(shape) + cmt)
+    tiny = np.float32(2.0 ** -100)
+
+    def draw(*dims):
+        return (rng.choice([-1, 1], dims) * (rng.random(dims) < 0.9) * tiny).astype(np.float32)
+    x, w = draw(T_in, B, Cin).astype(DTYPES[dn]), draw(K, Cin, Cout).astype(DTYPES[dn])
+    b = np.where(rng.random(Cout) < 0.5, np.float32(-0.0), np.float32(0.0)).astype(np.float32)
+    b[0] = -0.0
+    x[:, :, :] = np.abs(x)              # every product of weight column co = 0 has weight's sign there ...
+    w[:, :, 0] = -np.abs(w[:, :, 0])
+    w[0, 0, 0] = -tiny                  # ... and at least one underflows negative
+    want = model(x, w, b, pad, dn, soc, cmt, form)
+    assert (want == 0).all()
+    signs = np.signbit(want.astype(np.float32))
+    assert signs.any() and not signs.all()                   # both zeros occur: the case is not vacuous
+    if form != "sequential":
+        # output column 0: a -0 bias plus blocks that are -0 (underflow) or +0 (no product): -0 + -0 = -0 and
+        # -0 + +0 = +0, so a row with every block -0 gives -0
+        x1 = np.full((T_in, B, Cin), tiny, np.float32).astype(DTYPES[dn])
+        w1 = np.full((K, Cin, Cout), -tiny, np.float32).astype(DTYPES[dn])
+        got = pc.conv_tbc(x1, w1, np.full(Cout, -0.0, np.float32), 0 if T_in >= K else pad, soc=soc,
+                          cube_math_type=cmt, accumulation=form)
+        assert np.signbit(got.astype(np.float32)).all()
+    for isa in ISAS:
+        KERN._set_isa(isa)
+        for n in (1, 2):
+            assert_same_bits(pc.conv_tbc(x, w, b, pad, num_threads=n, soc=soc, cube_math_type=cmt,
+                                         accumulation=form), want)

@@ -6,8 +6,10 @@
  *   CT_ACC_CUBE  block = fp32 FMA chain from +0 (products in order); accumulator = accumulator + block (RNE)
  *   CT_ACC_WIDE  accumulator = fp32_RNE(float64(accumulator) + p0 + p1 + ...)   (products exact in float64)
  *   CT_ACC_RZ    as WIDE, the final rounding toward zero
- * A CHAIN is an accumulator started at +0 that takes the blocks of a range in order.  Chains are added into
- * their destination (the output, or a piece's sum) with one fp32 addition each.
+ * A CHAIN is an accumulator started at +0 that takes the blocks of a range in order.  Where several chains
+ * make a result they are added into their destination (the output, or a piece's sum, started at +0) with one
+ * fp32 addition each; a lone chain (gradInput without segments) is the result itself, so under WIDE / RZ a
+ * chain that underflows to -0 stays -0 there (docs/precision.md).  The forward's chain starts at the bias.
  *
  *   gradWeight[k,ci,co], reduction over positions (t, b):
  *     ct_plan.layout 0 (ascend910b / ascend910): one chain per batch item b over t (blocks of k0 t's aligned at
@@ -172,9 +174,8 @@ CT_I256 void ct_chains_add(const int M, const int NV, float *cm, __m256 s[6][2])
 }
 
 /* gw: M (<= 6) ci x NV*8 (<= 16) co; block sums s in registers, chains in an L1 tile (cm: one load / add /
- * store per block).  Each block sum starts with a product (s = a*b) where the model starts from +0 (s = a*b +
- * 0): the two differ only in the sign of a zero block sum, and chain + s is then the same value because a chain
- * is never -0 (it starts at +0, or continues a chain, and x + y is -0 in round-to-nearest only when both are). */
+ * store per block).  Every block sum is an FMA chain from +0, as the model says (s = a*b + 0, not a*b: the two
+ * differ in the sign of a zero sum, which the forward's chain, started at a -0 bias, would show). */
 CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
                              int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
                              int64_t ldc, int cin, ct_gw_pf *F) {
@@ -196,8 +197,8 @@ CT_I256 void ct_gwc_body_256(const int M, const int NV, int64_t n, const float *
             if (NV == 2) b1 = ct_ld8(Bq + 8, n - 8, m1);
             _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
                 __m256 av = _mm256_broadcast_ss(Aq + i);
-                s[i][0] = _mm256_mul_ps(av, b0);
-                if (NV == 2) s[i][1] = _mm256_mul_ps(av, b1);
+                s[i][0] = _mm256_fmadd_ps(av, b0, _mm256_setzero_ps());
+                if (NV == 2) s[i][1] = _mm256_fmadd_ps(av, b1, _mm256_setzero_ps());
             }
             Aq += lda;
             Bq += ldb;
@@ -265,8 +266,8 @@ CT_I256 void ct_gic_blk_256(const int M, const int L, const float *Ar, const flo
         __m256 b0 = _mm256_loadu_ps(Bb), b1 = _mm256_loadu_ps(Bb + 8);
         _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
             __m256 av = _mm256_broadcast_ss(Ar + i * CT_PO);
-            s[i][0] = _mm256_mul_ps(av, b0);
-            s[i][1] = _mm256_mul_ps(av, b1);
+            s[i][0] = _mm256_fmadd_ps(av, b0, _mm256_setzero_ps());
+            s[i][1] = _mm256_fmadd_ps(av, b1, _mm256_setzero_ps());
         }
     }
     _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
@@ -290,16 +291,6 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
         _mm256_store_ps(cm + 16 * i, ct_ld8(C + i * ldc, n, m0));
         if (NV == 2) _mm256_store_ps(cm + 16 * i + 8, ct_ld8(C + i * ldc + 8, n - 8, m1));
-    }
-    /* The unrolled block starts its sum with a product (s = a*b) where the model starts from +0 (s = a*b + 0):
-     * the two differ only when the exact product is -0, and then only in the sign of a zero block sum, which
-     * changes chain + block only when the chain is -0.  Adding +0 to the chains before the first block turns a
-     * -0 chain into +0, which is what the model's chain becomes after any block (-0 + s is +0 for a zero s from
-     * +0, s otherwise), and changes no other value; with no block the chain must stay as it is. */
-    if (jb0 < jb1) {
-        __m256 z[6][2];
-        _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) z[i][0] = z[i][1] = _mm256_setzero_ps();
-        ct_chains_add(M, NV, cm, z);
     }
     /* the unrolled block applies when the tile is whole and the blocks are 8 or 16 channels of full panels */
     int fast = NV == 2 && n == 16 && ldb == CT_PO && (k0 == 8 || k0 == 16);
@@ -359,13 +350,10 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
 CT_I256 void ct_gic_pass_256(const int M, const int L, int64_t nb, const float *A0, const int64_t *aoff,
                              const float *Bb, float *C, int64_t ldc) {
     float cm[6 * 16] __attribute__((aligned(32)));
-    __m256 z[6][2];
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
         _mm256_store_ps(cm + 16 * i, _mm256_loadu_ps(C + i * ldc));
         _mm256_store_ps(cm + 16 * i + 8, _mm256_loadu_ps(C + i * ldc + 8));
-        z[i][0] = z[i][1] = _mm256_setzero_ps();
     }
-    ct_chains_add(M, 2, cm, z);                      /* +0 before the first block (nb > 0): see ct_gic_body_256 */
     for (int64_t jb = 0; jb < nb; jb++) ct_gic_blk_256(M, L, A0 + aoff[jb], Bb + jb * L * CT_PO, cm);
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
         _mm256_storeu_ps(C + i * ldc, _mm256_load_ps(cm + 16 * i));
@@ -437,8 +425,7 @@ CT_I512 void ct_chains_add_512(const int M, const int NV, float *cm, __m512 s[12
     }
 }
 
-/* gw: M (<= 8) ci x NV*16 (<= 32) co: 16 block sums in registers, chains in an L1 tile.  As ct_gwc_body_256
- * (block sums started with a product: a gw chain is never -0). */
+/* gw: M (<= 8) ci x NV*16 (<= 32) co: 16 block sums in registers, chains in an L1 tile.  As ct_gwc_body_256. */
 CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
                              int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
                              int64_t ldc, int cin, ct_gw_pf *F) {
@@ -464,8 +451,8 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
             if (NV == 2) b1 = _mm512_maskz_loadu_ps(m1, Bq + 16);
             _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
                 __m512 av = _mm512_set1_ps(Aq[i]);
-                s[i][0] = _mm512_mul_ps(av, b0);
-                if (NV == 2) s[i][1] = _mm512_mul_ps(av, b1);
+                s[i][0] = _mm512_fmadd_ps(av, b0, _mm512_setzero_ps());
+                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, _mm512_setzero_ps());
             }
             Aq += lda;
             Bq += ldb;
@@ -517,8 +504,7 @@ static CT_T512 void ct_gwc_ukr_512(int64_t m, int64_t n, const float *A, int64_t
 }
 
 /* gi: M (<= CT_GIC512_M) rows x NV*16 (<= 32) ci; chains in registers for the whole call (M*NV block sums + as
- * many chains + 2 weight vectors fit the 32 registers), as ct_gic_body_256 otherwise (+0 added to the chains
- * before the first block: see there; block sums started with a product). */
+ * many chains + 2 weight vectors fit the 32 registers), as ct_gic_body_256 otherwise. */
 #define CT_GIC512_M 6
 CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *DYp, int64_t RO, int64_t row0,
                              int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0, int64_t Cout,
@@ -528,12 +514,6 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
     _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
         c[i][0] = _mm512_maskz_loadu_ps(m0, C + i * ldc);
         c[i][1] = NV == 2 ? _mm512_maskz_loadu_ps(m1, C + i * ldc + 16) : _mm512_setzero_ps();
-    }
-    if (jb0 < jb1) {
-        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-            c[i][0] = _mm512_add_ps(c[i][0], _mm512_setzero_ps());
-            if (NV == 2) c[i][1] = _mm512_add_ps(c[i][1], _mm512_setzero_ps());
-        }
     }
     int fast = NV == 2 && n == 32 && ldb == CT_PO && (k0 == 8 || k0 == 16);
     int64_t full = (Cout / CT_PO) * CT_PO;
@@ -549,8 +529,8 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
                 __m512 b0 = _mm512_loadu_ps(Bb), b1 = _mm512_loadu_ps(Bb + 16);
                 _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
                     __m512 av = _mm512_set1_ps(Ar[i * CT_PO]);
-                    s[i][0] = _mm512_mul_ps(av, b0);
-                    s[i][1] = _mm512_mul_ps(av, b1);
+                    s[i][0] = _mm512_fmadd_ps(av, b0, _mm512_setzero_ps());
+                    s[i][1] = _mm512_fmadd_ps(av, b1, _mm512_setzero_ps());
                 }
             }
             if (k0 == 8) {
@@ -617,9 +597,9 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
 CT_I512 void ct_gic_pass_512(const int M, const int L, int64_t nb, const float *A0, const int64_t *aoff,
                              const float *Bb, float *C, int64_t ldc) {
     __m512 c[CT_GIC512_M][2], s[CT_GIC512_M][2];
-    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {   /* +0 before the first block (nb > 0) */
-        c[i][0] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc), _mm512_setzero_ps());
-        c[i][1] = _mm512_add_ps(_mm512_loadu_ps(C + i * ldc + 16), _mm512_setzero_ps());
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+        c[i][0] = _mm512_loadu_ps(C + i * ldc);
+        c[i][1] = _mm512_loadu_ps(C + i * ldc + 16);
     }
     for (int64_t jb = 0; jb < nb; jb++, Bb += L * CT_PO) {
         const float *Ar = A0 + aoff[jb];
@@ -627,8 +607,8 @@ CT_I512 void ct_gic_pass_512(const int M, const int L, int64_t nb, const float *
             __m512 b0 = _mm512_loadu_ps(Bb), b1 = _mm512_loadu_ps(Bb + 16);
             _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
                 __m512 av = _mm512_set1_ps(Ar[i * CT_PO]);
-                s[i][0] = _mm512_mul_ps(av, b0);
-                s[i][1] = _mm512_mul_ps(av, b1);
+                s[i][0] = _mm512_fmadd_ps(av, b0, _mm512_setzero_ps());
+                s[i][1] = _mm512_fmadd_ps(av, b1, _mm512_setzero_ps());
             }
         }
         _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
