@@ -390,3 +390,20 @@ def test_zero_sign_of_a_lone_chain_and_of_segments(form):
             lone = Cout < 32768
             assert gi[0, 0, 0] == 0 and np.signbit(gi[0, 0, 0]) == (lone and form != "cube"), (Cout, soc, isa)
             assert not np.signbit(gw).any()       # gradWeight: chains added into an output that starts at +0
+
+
+def test_cube_rz_rounds_only_its_steps_toward_zero():
+    """docs/precision.md: under "cube_rz" a step (accumulator + block) rounds toward zero; the chains' results
+    are added into the output with round to nearest even.  Two batch items whose chains are exact (1 and
+    3 * 2^-24): their sum 1 + 1.5 ulp is a tie, to even 1 + 2^-22 (toward zero it would be 1 + 2^-23)."""
+    x = np.ones((1, 2, 1), np.float32)
+    w = np.ones((1, 1, 1), np.float32)
+    dy = np.array([1.0, 3 * 2.0 ** -24], np.float32).reshape(1, 2, 1)
+    gw = pc.conv_tbc_backward(dy, x, w, np.zeros(1, np.float32), 0, soc="ascend910b", deterministic=True,
+                              accumulation="cube_rz")[1]
+    assert gw[0, 0, 0] == np.float32(1 + 2.0 ** -22)
+    # within one chain the same sum is one step: toward zero
+    x1 = np.ones((2, 1, 1), np.float32)
+    dy1 = dy.reshape(2, 1, 1)
+    gw1 = pc.conv_tbc_backward(dy1, x1, w, np.zeros(1, np.float32), 0, soc="ascend910b", accumulation="cube_rz")[1]
+    assert gw1[0, 0, 0] == np.float32(1 + 2.0 ** -23)
