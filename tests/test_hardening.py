@@ -305,7 +305,7 @@ def test_forged_device_pointer_is_refused_everywhere(kind):
     t = _problem()
     t["input"] = pc.aclTensor([6, 2, 3], pc.ACL_FLOAT, [6, 3, 1], 0, pc.ACL_FORMAT_ND, [36], p)
     rc, _, ex = phase1(t)
-    assert rc == INVALID and ex is None and "input is a aclTensor" in pc.aclGetRecentErrMsg()
+    assert rc == INVALID and ex is None and "input is an aclTensor" in pc.aclGetRecentErrMsg()
     # as a workspace
     ws_ptr, ws, ex = _executor()
     if ws:
@@ -354,7 +354,7 @@ def test_tensor_fields_must_be_integers(field, value):
     prob = _problem()
     prob["bias"] = t
     rc, _, _ = phase1(prob)
-    assert rc == INVALID and "bias is a aclTensor; expected a valid tensor descriptor" in pc.aclGetRecentErrMsg()
+    assert rc == INVALID and "bias is an aclTensor; expected a valid tensor descriptor" in pc.aclGetRecentErrMsg()
     assert field in pc.aclGetRecentErrMsg()
 
 
