@@ -24,8 +24,29 @@ from Cython.Tempita import Template
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-BASE_COMPILE_ARGS = ["-O3", "-fno-strict-aliasing", "-fno-math-errno", "-std=gnu11"]
-BASE_LINK_ARGS = []
+# IEEE semantics are part of the results: no fast-math (which would also link crtfastmath.o, switching the whole
+# process to flush-to-zero), no contraction of a*b + c into an FMA that the source does not write.
+IEEE_ARGS = ["-fno-fast-math", "-fno-unsafe-math-optimizations", "-ffp-contract=off"]
+BASE_COMPILE_ARGS = ["-O3", "-fno-strict-aliasing", "-fno-math-errno", "-std=gnu11"] + IEEE_ARGS
+BASE_LINK_ARGS = ["-fno-fast-math", "-fno-unsafe-math-optimizations"]
+# Flags from CFLAGS / LDFLAGS / CC that would change results; dropped from the compiler's command lines (the
+# flags above cannot undo -Ofast's link of crtfastmath.o).
+UNSAFE_FLAGS = ("-Ofast", "-ffast-math", "-funsafe-math-optimizations", "-ffinite-math-only", "-fno-signed-zeros",
+                "-fassociative-math", "-freciprocal-math", "-fno-trapping-math", "-ffp-contract=fast",
+                "-fcx-limited-range", "-mdaz-ftz")
+
+
+def _drop_unsafe_flags(compiler):
+    """Remove UNSAFE_FLAGS from the compiler's command lines (unixccompiler keeps them as lists); returns what
+    was dropped."""
+    dropped = []
+    for attr in ("compiler_so", "compiler", "compiler_cxx", "linker_so", "linker_exe"):
+        cmd = getattr(compiler, attr, None)
+        if isinstance(cmd, list):
+            kept = [a for a in cmd if a not in UNSAFE_FLAGS]
+            dropped += [a for a in cmd if a in UNSAFE_FLAGS and a not in dropped]
+            setattr(compiler, attr, kept)
+    return dropped
 OPENMP_FLAG = "-fopenmp"
 
 _PROBE = r"""
@@ -59,6 +80,10 @@ def _compiler_has_openmp(compiler) -> bool:
 
 class BuildExt(build_ext):
     def build_extensions(self):
+        dropped = _drop_unsafe_flags(self.compiler)
+        if dropped:
+            sys.stderr.write(f"pyconvtbc: ignoring {' '.join(dropped)} from the environment: the emulation needs IEEE "
+                             "arithmetic\n")
         use_omp = _compiler_has_openmp(self.compiler)
         sanitize = os.environ.get("PYCONVTBC_SANITIZE", "")
         compile_args = list(BASE_COMPILE_ARGS)
@@ -73,10 +98,12 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             ext.extra_compile_args = compile_args + list(ext.extra_compile_args or [])
             ext.extra_link_args = link_args + list(ext.extra_link_args or [])
-        # Objects built with other flags (a sanitizer build, or a normal one after it) are never reused: setuptools
-        # compares only file times, so without this a build could copy the other kind's module in place.
+        # Objects built with other flags (a sanitizer build, or a normal one after it, or other CC / CFLAGS) are never
+        # reused: setuptools compares only file times, so without this a build could copy the other kind's module
+        # in place.
         stamp = os.path.join(self.build_temp, "pyconvtbc-flags.txt")
-        flags = "\n".join(compile_args + ["--"] + link_args)
+        flags = "\n".join(compile_args + ["--"] + link_args + ["--"]
+                          + [" ".join(getattr(self.compiler, a, None) or []) for a in ("compiler_so", "linker_so")])
         try:
             with open(stamp, encoding="utf-8") as f:
                 same = f.read() == flags

@@ -47,6 +47,8 @@ def test_no_march_native_in_default_build():
 
 @pytest.mark.slow
 def test_serial_fallback_build_gives_the_same_results(tmp_path):
+    """The serial build, made with fast-math flags in the environment (which setup.py must drop: they would
+    flush subnormals to zero for the whole process), gives the normal build's bits, subnormal results included."""
     pytest.importorskip("Cython")
     pytest.importorskip("setuptools")
     if shutil.which("cc") is None and shutil.which("gcc") is None:
@@ -57,21 +59,25 @@ def test_serial_fallback_build_gives_the_same_results(tmp_path):
     shutil.copy(ROOT / "setup.py", src / "setup.py")
     shutil.copy(ROOT / "pyproject.toml", src / "pyproject.toml")
     shutil.copy(ROOT / "README.md", src / "README.md")
-    env = dict(os.environ, PYCONVTBC_DISABLE_OPENMP="1")
+    env = dict(os.environ, PYCONVTBC_DISABLE_OPENMP="1", CFLAGS="-Ofast -ffast-math", LDFLAGS="-ffast-math")
     r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=src, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "OpenMP off" in r.stderr
+    assert "ignoring -Ofast -ffast-math" in r.stderr
     script = textwrap.dedent("""
         import numpy as np, pyconvtbc as pc
         assert pc.have_openmp() is False
+        assert np.float32(1e-39) * np.float32(1) != 0            # no flush-to-zero after the import
         rng = np.random.default_rng(0)
         dy = rng.standard_normal((40, 3, 17)).astype(np.float32)
         x = rng.standard_normal((40, 3, 13)).astype(np.float32)
         w = rng.standard_normal((3, 13, 17)).astype(np.float32)
         b = np.zeros(17, np.float32)
         out = pc.conv_tbc_backward(dy, x, w, b, 1, num_threads=4, deterministic=True)
-        np.savez(OUT, *out)
+        tiny = pc.conv_tbc_backward(dy * np.float32(2.0 ** -70), x * np.float32(2.0 ** -60), w, b, 1,
+                                    deterministic=True)
+        np.savez(OUT, *out, *tiny)
     """)
     out_serial = tmp_path / "serial.npz"
     r = subprocess.run([sys.executable, "-c", f"OUT={str(out_serial)!r}\n" + script], cwd=src, capture_output=True,
@@ -85,6 +91,10 @@ def test_serial_fallback_build_gives_the_same_results(tmp_path):
     x = rng.standard_normal((40, 3, 13)).astype(np.float32)
     w = rng.standard_normal((3, 13, 17)).astype(np.float32)
     ref = pc.conv_tbc_backward(dy, x, w, np.zeros(17, np.float32), 1, num_threads=2, deterministic=True)
+    tiny = pc.conv_tbc_backward(dy * np.float32(2.0 ** -70), x * np.float32(2.0 ** -60), w, np.zeros(17, np.float32),
+                                1, deterministic=True)
+    assert np.count_nonzero((tiny[1] != 0) & (np.abs(tiny[1]) < 2.0 ** -126)) > tiny[1].size // 2   # subnormals
+    ref = tuple(ref) + tuple(tiny)
     got = np.load(out_serial)
     for i, r_ in enumerate(ref):
         np.testing.assert_array_equal(got[f"arr_{i}"], r_)
