@@ -106,3 +106,6 @@ def test_console_script(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("usage: pyconvtbc ")
     r = _cli("demo", "--bogus", tmp_path=tmp_path, exe=str(exe))
     assert r.returncode == 2 and "usage: pyconvtbc" in r.stderr
+    for sub in (["study"], ["study", "train"]):       # the study's own parsers name the program the same way
+        r = _cli(*sub, "--help", tmp_path=tmp_path, exe=str(exe))
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: pyconvtbc {' '.join(sub)} "), r.stdout[:80]

@@ -248,3 +248,26 @@ def test_codec_docstrings_have_numpydoc_sections_and_their_examples_hold():
             assert re.search(rf"^    {p} : ", doc, re.M), (fn.__name__, p)
     result = doctest.testmod(codecs, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 4 and result.failed == 0, result
+
+
+def test_partial_or_foreign_build_is_named(tmp_path):
+    """A tree whose extensions exist only for another Python, or only in part, says so (not a bare 'cannot
+    import name')."""
+    shutil.copytree(ROOT / "pyconvtbc", tmp_path / "pyconvtbc", ignore=SKIP_COPY)
+    kern = tmp_path / "pyconvtbc" / "_kernels"
+    (kern / "_openmp.cpython-399-x86_64-linux-gnu.so").write_bytes(b"")        # another Python's build
+    r = _python_in(tmp_path, "import pyconvtbc")
+    assert r.returncode == 1
+    msg = r.stderr[r.stderr.index("ImportError:"):]
+    assert "incomplete for this Python" in msg and "_openmp.cpython-399" in msg and "pip install -e ." in msg, msg
+    # this Python's _openmp built, the rest not
+    (kern / "_openmp.cpython-399-x86_64-linux-gnu.so").unlink()
+    for name in ("_openmp",):
+        src = next(Path(pyconvtbc.__file__).parent.joinpath("_kernels").glob(name + ".*.so"), None)
+        if src is None:
+            pytest.skip("no compiled _openmp next to the imported package")
+        shutil.copy(src, kern / src.name)
+    r = _python_in(tmp_path, "import pyconvtbc")
+    assert r.returncode == 1
+    msg = r.stderr[r.stderr.index("ImportError:"):]
+    assert "incomplete for this Python" in msg and "_codecs, _conv_tbc not built" in msg, msg

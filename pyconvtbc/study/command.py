@@ -35,6 +35,12 @@ Lists are comma-separated; 'all' takes every value of an axis.  Options of each 
   python -m pyconvtbc study {modes,spread,growth,window,train} --help     (docs/studies.md: the workflows)"""
 
 
+
+def _prog():
+    """How the user started us: ``pyconvtbc`` (the console script) or ``python -m pyconvtbc``."""
+    from ..__main__ import _prog as prog
+    return prog()
+
 def _split(argname, text, all_values):
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:
@@ -105,7 +111,7 @@ def _parser():
                     help="never show the progress bar")
 
     top = argparse.ArgumentParser(
-        prog="python -m pyconvtbc study", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=f"{_prog()} study", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Precision studies of the emulated NPU modes of aclnnConvTbcBackward: each mode's gradients "
                     "against a float64 reference (max abs / rel error, relative Frobenius error, ULP error in the "
                     "output format, overflow / underflow / NaN / Inf counts).  Sub-commands: modes (default), "
@@ -147,7 +153,7 @@ def _parser():
 def _train_parser():
     from .train import DEFAULT_TRAIN_MODES, TRAIN_MODES
     p = argparse.ArgumentParser(
-        prog="python -m pyconvtbc study train", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=f"{_prog()} study train", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train a small fairseq-style ConvTBC language model (embedding, causal ConvTBC layers with GLU "
                     "and residuals, linear output) on a synthetic next-token task for N steps in each mode, from the "
                     "same initial weights on the same batches, and report the loss curves against torch's fp32 run "

@@ -208,6 +208,12 @@ def _pad_of(value, pad, where):
 def _np_load(path, what, kind):
     """np.load without pickles; a file NumPy cannot read (empty, truncated, not NumPy's) is a usage error."""
     try:
+        empty = os.path.getsize(path) == 0        # (numpy < 1.25 says "pickled" for an empty file, not EOFError)
+    except OSError:
+        empty = False
+    if empty:
+        raise ValueError(f"{what}: {str(path)!r} is empty or truncated; expected {_EXPECT_FILES}")
+    try:
         return np.load(path, allow_pickle=False)
     except EOFError:
         raise ValueError(f"{what}: {str(path)!r} is empty or truncated; expected {_EXPECT_FILES}") from None
