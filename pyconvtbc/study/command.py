@@ -6,6 +6,7 @@ import os
 import shlex
 import sys
 
+from ..__main__ import _prog
 from .choices import (_AXES, GRADS, GW_DTYPES, HF32_ROUNDINGS, HIF8_ROUNDINGS, INPUT_DTYPES, REFERENCES, _norm_distribution, _norm_grads, _norm_permutations,
                       _norm_scale_rule, _normalise)
 from .data import Shape, check_size
@@ -35,11 +36,6 @@ Lists are comma-separated; 'all' takes every value of an axis.  Options of each 
   python -m pyconvtbc study {modes,spread,growth,window,train} --help     (docs/studies.md: the workflows)"""
 
 
-
-def _prog():
-    """How the user started us: ``pyconvtbc`` (the console script) or ``python -m pyconvtbc``."""
-    from ..__main__ import _prog as prog
-    return prog()
 
 def _split(argname, text, all_values):
     items = [t.strip() for t in str(text).split(",") if t.strip()]
