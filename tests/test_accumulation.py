@@ -204,6 +204,37 @@ def test_strided_and_zero_copy_operands(soc):
         assert (bits(gw) == bits(rgw)).all() and (bits(gi) == bits(rgi)).all()
 
 
+@pytest.mark.parametrize("cin", [1, 2, 8, 16, 17])
+def test_b_major_pack_of_narrow_inputs(cin):
+    """ascend910b's per-item chains read X b-major: the pack copies narrow fp32 rows one vector each (and
+    decodes the rest); every layout, dtype and code path gives the model's bits."""
+    shape = (23, 5, cin, 3, 3, 1)
+    dy, x, w, b = problem(shape, seed=cin)
+    rgi, rgw = reference(dy, x, w, 1, "cube", 8, "ascend910b")
+    big = np.zeros((23, 10, 2 * cin + 1), np.float32)
+    big[:, ::2, 1:2 * cin + 1:2] = x
+    views = [x, big[:, ::2, 1:2 * cin + 1:2], np.asfortranarray(x), x.transpose(1, 0, 2).copy().transpose(1, 0, 2)]
+    # a float32 view 2 bytes off a 4-byte boundary
+    raw = np.zeros(x.size * 4 + 2, np.uint8)
+    odd = raw[2:].view(np.float32).reshape(x.shape)
+    odd[...] = x
+    views.append(odd)
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            for vx in views:
+                gi, gw, _ = pc.conv_tbc_backward(dy, vx, w, b, 1, soc="ascend910b", deterministic=True)
+                assert (bits(gw) == bits(rgw)).all() and (bits(gi) == bits(rgi)).all()
+    finally:
+        K._set_isa(None)
+    # half-precision X goes through the decode path, then rounds
+    dyh, xh, wh, bh = problem(shape, np.float16, seed=cin)
+    f16 = lambda a: a.astype(np.float32)  # noqa: E731  (fp16 operands are exact in fp32)
+    rgi, rgw = reference(dyh, xh, wh, 1, "cube", 16, "ascend910b", compute_round=f16)
+    gi, gw, _ = pc.conv_tbc_backward(dyh, xh, wh, bh, 1, soc="ascend910b", deterministic=True)
+    assert (bits(gw) == bits(rgw.astype(np.float16))).all()
+
+
 def test_empty_and_tiny_problems():
     for shape in [(3, 0, 2, 2, 3, 1), (0, 2, 2, 2, 1, 0), (4, 2, 0, 3, 2, 0), (4, 2, 3, 0, 2, 0), (1, 1, 1, 1, 3, 1)]:
         dy, x, w, b = problem(shape, seed=1)

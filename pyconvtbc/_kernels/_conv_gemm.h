@@ -989,6 +989,26 @@ static CT_T256 void ct_gw_ukr_256(int64_t m, int64_t n, int64_t kc, const float 
         }
     }
 }
+
+/* the b-major X pack's narrow rows (see ct_walk_rows): one masked load and store per row */
+static CT_T512 void ct_walk_rows_512(const char *base, int64_t s0, int64_t s1, int64_t T, int64_t t, int64_t b,
+                                     int64_t nr, int64_t n, float *d) {
+    __mmask16 k = ct_mask16(n);
+    for (int64_t i = 0; i < nr; i++) {
+        _mm512_mask_storeu_ps(d + i * n, k, _mm512_maskz_loadu_ps(k, base + t * s0 + b * s1));
+        if (++t == T) { t = 0; b++; }
+    }
+}
+static CT_T256 void ct_walk_rows_256(const char *base, int64_t s0, int64_t s1, int64_t T, int64_t t, int64_t b,
+                                     int64_t nr, int64_t n, float *d) {
+    __m256i m0 = ct_mask8(n), m1 = ct_mask8(n - 8);
+    for (int64_t i = 0; i < nr; i++) {
+        const float *src = (const float *)(base + t * s0 + b * s1);
+        ct_st8(d + i * n, n, m0, ct_ld8(src, n, m0));
+        if (n > 8) ct_st8(d + i * n + 8, n - 8, m1, ct_ld8(src + 8, n - 8, m1));
+        if (++t == T) { t = 0; b++; }
+    }
+}
 #endif /* CT_X86 */
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1015,6 +1035,20 @@ static inline void ct_decode_row(int isa, const char *src, int64_t stride, int d
     if (isa == CT_ISA_AVX2) { ct_decode_row_256(src, stride, dt, n, out); return; }
 #endif
     ct_decode_row_port(src, stride, dt, n, out);
+}
+/* Rows of n <= 16 contiguous fp32 channels, row i at base + t*s0 + b*s1 with (t, b) walking t fastest from the
+ * given start (t wraps at T into the next b), copied to d as [nr][n]: the b-major X pack's narrow rows */
+static inline void ct_walk_rows(int isa, const char *base, int64_t s0, int64_t s1, int64_t T, int64_t t, int64_t b,
+                                int64_t nr, int64_t n, float *d) {
+#if CT_X86
+    if (isa == CT_ISA_AVX512) { ct_walk_rows_512(base, s0, s1, T, t, b, nr, n, d); return; }
+    if (isa == CT_ISA_AVX2) { ct_walk_rows_256(base, s0, s1, T, t, b, nr, n, d); return; }
+#endif
+    (void)isa;
+    for (int64_t i = 0; i < nr; i++) {
+        memcpy(d + i * n, base + t * s0 + b * s1, (size_t)n * 4);
+        if (++t == T) { t = 0; b++; }
+    }
 }
 static inline void ct_round_row(int isa, float *v, int64_t n, int compute, int hbits, int hrnd) {
 #if CT_X86
@@ -1220,16 +1254,26 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
         }
         if (P->bmajor) {
             /* b-major panels are filled in their own row order: row b*T_in + t is source row t*B + b, so that
-             * every panel is written sequentially (scattering the source rows instead wrote B streams a panel) */
+             * every panel is written sequentially (scattering the source rows instead wrote B streams a panel).
+             * A single panel is filled in place, and narrow fp32 rows are copied with one vector each: a decode
+             * call per row of a few channels cost more than the rest of a small call */
+            float *d = p1 - p0 == 1 ? P->Xp + p0 * P->RI * CT_PX + rr * n : tmp;
             int64_t b = rr / P->T_in, t = rr - b * P->T_in;
-            for (int64_t i = 0; i < nr; i++) {
-                ct_decode_rows(P, &P->x, P->Cin, t * P->B + b, 1, ci0, n, tmp + i * n);
-                if (++t == P->T_in) { t = 0; b++; }
+            const char *base = P->x.base + ci0 * P->x.s2;
+            if (P->x.dt == CT_DT_F32 && P->x.s2 == 4 && n <= 16) {
+                ct_walk_rows(P->isa, base, P->x.s0, P->x.s1, P->T_in, t, b, nr, n, d);
+            } else {
+                for (int64_t i = 0; i < nr; i++) {
+                    ct_decode_row(P->isa, base + t * P->x.s0 + b * P->x.s1, P->x.s2, P->x.dt, n, d + i * n);
+                    if (++t == P->T_in) { t = 0; b++; }
+                }
             }
+            ct_round_row(P->isa, d, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
+            if (d != tmp) continue;
         } else {
             ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, tmp);
+            ct_round_row(P->isa, tmp, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
         }
-        ct_round_row(P->isa, tmp, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
         for (int64_t p = p0; p < p1; p++) {
             int64_t wi = ct_min(CT_PX, P->Cin - p * CT_PX);
             float *d = P->Xp + p * P->RI * CT_PX + rr * wi;
