@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pyconvtbc as pc
+from pyconvtbc import _numpy_layer as NL
 from pyconvtbc._kernels import _conv_tbc as K
 
 import accum_reference as R
@@ -438,3 +439,68 @@ def test_cube_rz_rounds_only_its_steps_toward_zero():
     dy1 = dy.reshape(2, 1, 1)
     gw1 = pc.conv_tbc_backward(dy1, x1, w, np.zeros(1, np.float32), 0, soc="ascend910b", accumulation="cube_rz")[1]
     assert gw1[0, 0, 0] == np.float32(1 + 2.0 ** -23)
+
+
+# Narrow channels (Cin, Cout <= 8, B >= 8, ascend910b / ascend910 "cube"): kernels with lanes along the items
+# (gradWeight) and the rows (gradInput).  (T_in, B, Cin, Cout, K, pad): B below, at and past the 16 lanes,
+# taps missing at both ends (pad 0, 1, 3 with K = 3, 5), T_out not a multiple of k0, rows not a multiple of 16.
+NARROW = [(23, 8, 1, 1, 3, 1), (40, 16, 2, 2, 3, 1), (19, 17, 3, 5, 5, 3), (12, 33, 8, 8, 3, 0),
+          (9, 10, 8, 3, 4, 2), (70, 12, 5, 8, 2, 1), (3, 9, 2, 2, 5, 1)]
+
+
+@pytest.mark.parametrize("shape", NARROW)
+def test_narrow_channels_match_the_model_on_every_path(shape):
+    dy, x, w, b = problem(shape, seed=sum(shape) + 3)
+    pad = shape[5]
+    rgi, rgw = reference(dy, x, w, pad, "cube", 8, "ascend910b")
+    assert K.hooks.get()["narrow"]
+    outs = set()
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            for n in (1, 2, 3):
+                with K.hooks.override(parallel_min=0):
+                    gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend910b", deterministic=True,
+                                                      num_threads=n)
+                assert (bits(gw) == bits(rgw)).all(), (isa, n)
+                assert (bits(gi) == bits(rgi)).all(), (isa, n)
+                outs.add(bits(gb).tobytes())
+        NL._plan_cache.clear()                    # (the hook changes the workspace layout: plan again)
+        try:
+            with K.hooks.override(narrow=False):     # the general cube kernels: the same bits
+                gi2, gw2, gb2 = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend910b", deterministic=True)
+        finally:
+            NL._plan_cache.clear()
+        assert (bits(gw2) == bits(rgw)).all() and (bits(gi2) == bits(rgi)).all()
+        outs.add(bits(gb2).tobytes())
+    finally:
+        K._set_isa(None)
+    assert len(outs) == 1
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])
+def test_narrow_channels_block_sizes_dtypes_and_orders(block_size, dtype):
+    shape = (30, 19, 3, 6, 3, 1)
+    dy, x, w, b = problem(shape, dtype, seed=block_size)
+    f32 = lambda a: a.astype(np.float32)  # noqa: E731  (16-bit operands are exact in fp32)
+    rgi, rgw = reference(dy, x, w, 1, "cube", block_size, "ascend910b", compute_round=f32)
+    with np.errstate(over="ignore"):         # sums beyond fp16's range are inf in the output, as in the model
+        rgi, rgw = rgi.astype(dtype), rgw.astype(dtype)
+    # a non-deterministic call adds the item chains in numpy.random.default_rng(order_seed).permutation(B)
+    order = list(np.random.default_rng(5).permutation(shape[1]))
+    _, rgw_perm = reference(dy, x, w, 1, "cube", block_size, "ascend910b", order=order, compute_round=f32)
+    with np.errstate(over="ignore"):
+        rgw_perm = rgw_perm.astype(dtype)
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            gi, gw, _ = pc.conv_tbc_backward(dy, x, w, b, 1, soc="ascend910b", deterministic=True,
+                                             block_size=block_size)
+            assert (bits(gw) == bits(rgw)).all()
+            assert (bits(gi) == bits(rgi)).all()
+            gw = pc.conv_tbc_backward(dy, x, w, b, 1, soc="ascend910b", deterministic=False, block_size=block_size,
+                                      order_seed=5)[1]
+            assert (bits(gw) == bits(rgw_perm)).all()
+    finally:
+        K._set_isa(None)

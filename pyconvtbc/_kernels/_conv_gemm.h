@@ -34,7 +34,10 @@
 #endif
 
 enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2 };
-static int ct_gw_pairs_on = 1;   /* AVX-512 co-pair gw kernel for narrow channels (a profiling hook turns it off) */
+static int ct_gw_pairs_on = 1;
+/* The narrow-channel cube kernels (_conv_narrow.h) on or off (a profiling hook; plan after setting it): the same
+ * bits either way */
+static int ct_narrow_on = 1;   /* AVX-512 co-pair gw kernel for narrow channels (a profiling hook turns it off) */
 /* Rows per tile of the AVX2 cube gradInput / forward kernels (_conv_cube.h): 4 or 6; 0 (the default) picks by
  * CPU: 4 on AMD (measured on Zen 1: 6-row tiles, 12 block sums with all 12 chains in L1, ran at 75-78% of the
  * FMA peak; 4-row tiles, 8 block sums with 3-4 of their 8 chains kept in registers by the compiler, at 83%), 6
@@ -46,6 +49,9 @@ static inline int ct_gic256_m(void) { return ct_gic256_rows ? ct_gic256_rows : (
 
 #define CT_PO 32          /* lanes of a DYp panel (co) and of a Wp panel (ci) */
 #define CT_PX 8           /* lanes of an Xp panel (ci) */
+#define CT_NW 8           /* narrow channels: Cin and Cout up to this take _conv_narrow.h's kernels, */
+#define CT_NB 16          /* with CT_NB items per gw task (the lanes of one AVX-512 vector) */
+#define CT_NR 512         /* and CT_NR rows per gi task */
 /* Cache blocking.  CT_KCI is part of the definition of gi's summation order (co blocks of CT_KCI, then k, then
  * co): it is a constant, the same for every thread count and instruction set.  The others only move work
  * between tasks and cache levels and never change a result.  ct_blk[] holds them so that the profiling hook
@@ -147,6 +153,9 @@ typedef struct {
     /* bmajor: floats from a thread's cbuf to its copy of one item's DY rows (a row chunk of one co panel), which
      * gradWeight's per-item chains read instead of the t-major rows B rows apart */
     int64_t gw_ybuf_off;
+    /* narrow channels (_conv_narrow.h): DYp / Xp channel-major, the per-item gw chains at pcb */
+    int narrow;
+    int64_t nlo, nli;                     /* narrow: the channel strides of DYp / Xp (floats) */
     /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
      * the outputs are left partly written.  NULL: never stop. */
     int (*poll)(void *);
@@ -289,6 +298,28 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
                 P->n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
         }
     }
+    /* narrow channels, ascend910b / ascend910 "cube" (_conv_narrow.h): lanes along the items (gw) and the rows
+     * (gi) instead of the few channels.  Its per-item chains (K*Cin*Cout*B floats) take pcb's place, when they are
+     * no larger than the operands. */
+    int64_t nch = 0;
+    if (acc == CT_ACC_CUBE && layout == 0 && prod && !P->win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW &&
+        B >= 8 && !P->gi_seg) {
+        int ok2 = 1;
+        nch = ct_mul_ok(nw, B, &ok2);
+        if (ok2 && nch <= nd + nx) {
+            P->narrow = 1;
+            P->bmajor = 0;
+            P->n_gw1 = P->n_gw = ct_cdiv(B, CT_NB);
+            P->nlo = ct_up(P->RO, 16) + 16;
+            P->nli = ct_up(P->RI, 16) + 16;
+            nd = Cout * P->nlo;
+            nx = Cin * P->nli;
+            P->n_gi_rb = P->n_gi = ct_cdiv(P->RI, CT_NR);
+            P->n_gi_jb = 1;
+            P->n_comp = P->n_gi + P->n_gw;
+            P->n_post = ct_cdiv(nw, CT_TREE_CHUNK);
+        }
+    }
     /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
     int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
     P->gw_ctile_off = gwt;
@@ -296,6 +327,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->gw_ybuf_off = gwt;
     if (P->bmajor && prod) gwt += ct_max(1, CT_KCW / P->k0) * P->k0 * CT_PO;    /* one chunk of one co panel */
     int64_t cb = ct_max(gi_buf || P->gi_seg ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
+    if (P->narrow) cb = ct_max(cb, 2 * CT_NR * Cin);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
     P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
@@ -308,7 +340,9 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
     P->off_gbp = o; o += ct_up(ct_mul_ok(P->n_gb_parts, Cout, &ok), CT_ALIGN / 4);
     P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
-    P->off_pcb = o; if ((P->gw_pieces > 1 && prod) || (P->win && gw_buf)) o += ct_mul_ok(P->gw_pieces, nw, &ok);
+    P->off_pcb = o;
+    if (P->narrow) o += nch;
+    else if ((P->gw_pieces > 1 && prod) || (P->win && gw_buf)) o += ct_mul_ok(P->gw_pieces, nw, &ok);
     P->off_gwc = o; if (P->win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->gw_pieces, nw, &ok);
     if (!ok || o > INT64_MAX / 8) return -1;
     P->total_floats = o;
@@ -325,7 +359,7 @@ static int ct_src_dense(const ct_src *S, int64_t T, int64_t B, int64_t C) {
     return (C <= 1 || S->s2 == 4) && (B <= 1 || S->s1 == 4 * C) && (T <= 1 || S->s0 == 4 * B * C);
 }
 static void ct_plan_direct(ct_plan *P) {
-    if (P->compute != CT_C_FP32) return;
+    if (P->compute != CT_C_FP32 || P->narrow) return;     /* (narrow: channel-major panels, always packed) */
     if (P->DYp && P->nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
         P->DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
         P->dy_direct = 1;
@@ -1313,8 +1347,15 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
     }
 }
 
+static void ct_nar_pack_dy(const ct_plan *P, int64_t task);
+static void ct_nar_pack_x(const ct_plan *P, int64_t task);
 static void ct_pack_task(const ct_plan *P, int64_t task) {
     if (ct_stop(P)) return;
+    if (P->narrow && task < P->n_pack_dy + P->n_pack_x) {
+        if (task < P->n_pack_dy) ct_nar_pack_dy(P, task);
+        else ct_nar_pack_x(P, task - P->n_pack_dy);
+        return;
+    }
     if (task < P->n_pack_dy) { ct_pack_dy(P, task); return; }
     task -= P->n_pack_dy;
     if (task < P->n_pack_x) { ct_pack_x(P, task); return; }
@@ -1472,6 +1513,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
 }
 
 #include "_conv_cube.h"
+#include "_conv_narrow.h"
 #include "_conv_stream.h"
 
 /* gw tasks first: they are the fewest and longest (narrow channels: one task, a chain over every row), so a
@@ -1479,7 +1521,10 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
  * changes a result: each output element belongs to one task) */
 static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
     if (ct_stop(P)) return;
-    if (P->acc == CT_ACC_SEQ) {
+    if (P->narrow) {
+        if (task < P->n_gw) ct_gwn_task(P, task);
+        else ct_gin_task(P, task - P->n_gw, cb);
+    } else if (P->acc == CT_ACC_SEQ) {
         if (task < P->n_gw) ct_gw_task(P, task, cb);
         else ct_gi_task(P, task - P->n_gw, cb);
     } else {
@@ -1490,7 +1535,9 @@ static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
 
 /* after every compute task: the pairwise trees of the gw pieces (layout 1) */
 static void ct_post_task(const ct_plan *P, int64_t task) {
-    if (!ct_stop(P)) ct_tree_task(P, task);
+    if (ct_stop(P)) return;
+    if (P->narrow) ct_gwn_finish(P, task);
+    else ct_tree_task(P, task);
 }
 
 /* gb[co] = sum of the chunk partial sums in chunk order (a tree fixed by the shape alone) */

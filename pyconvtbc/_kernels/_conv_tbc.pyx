@@ -86,6 +86,7 @@ cdef extern from "_conv_gemm.h" nogil:
     void ct_win_zero(const ct_plan *P)
     int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512
     int ct_gw_pairs_on
+    int ct_narrow_on
     int ct_gic256_rows
 
 
@@ -151,6 +152,8 @@ def isa_supported():
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
 #   gi_rows       rows per tile of the AVX2 cube gradInput / forward kernels, 4 or 6 (None: by CPU, 4 on AMD and
 #                 6 elsewhere); the same bits either way
+#   narrow        the narrow-channel "cube" kernels (_conv_narrow.h: Cin, Cout <= 8, ascend910b order) (None: on);
+#                 the same bits either way; the workspace layout changes, so plan after setting it
 #   phase_mask    run only some phases: 1 pack, 2 gi, 4 gw (None: 7 = all); results are then garbage
 #   stream_rows   streamed DY (_conv_stream.h): windows of about this many rows whatever DY's size (0: never
 #                 stream; None: stream when the packed DY would exceed 64 MiB).  The same bits either way;
@@ -173,7 +176,7 @@ def _check_blocking(int i, v):
 class _Hooks:
     """The kernels' test and profiling knobs (see above): ``get()``, ``set(**knobs)``, ``override(**knobs)``."""
 
-    names = ("isa", "parallel_min", "blocking", "gw_pairs", "gi_rows", "phase_mask", "stream_rows")
+    names = ("isa", "parallel_min", "blocking", "gw_pairs", "gi_rows", "phase_mask", "stream_rows", "narrow")
 
     def get(self):
         """The current value of every knob, as a dict."""
@@ -181,7 +184,8 @@ class _Hooks:
                 "blocking": tuple(ct_blk[i] for i in range(6)), "gw_pairs": bool(ct_gw_pairs_on),
                 "gi_rows": None if ct_gic256_rows == 0 else ct_gic256_rows,
                 "phase_mask": _knobs.phase_mask,
-                "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force)}
+                "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force),
+                "narrow": bool(ct_narrow_on)}
 
     def set(self, **knobs):
         """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
@@ -212,8 +216,12 @@ class _Hooks:
         if v is not None and (isinstance(v, bool) or int(v) != v or v < 0):
             raise ValueError(f"stream_rows must be None or an int >= 0, got {v!r}")
         force = 0 if v is None else (-1 if v == 0 else int(v))
+        v = knobs.get("narrow")
+        narrow = 1 if v is None or v else 0
         old = {k: v for k, v in self.get().items() if k in knobs}
-        global ct_gw_pairs_on, ct_gic256_rows, ct_win_force
+        global ct_gw_pairs_on, ct_gic256_rows, ct_win_force, ct_narrow_on
+        if "narrow" in knobs:
+            ct_narrow_on = narrow
         if "stream_rows" in knobs:
             ct_win_force = force
         if "isa" in knobs:

@@ -1,0 +1,451 @@
+/* _conv_narrow.h: the "cube" form for narrow channels (Cin, Cout <= CT_NW), ascend910b / ascend910 order.
+ *
+ * Included by _conv_gemm.h after _conv_cube.h.  With a few channels the cube kernels, whose vector lanes run
+ * along the channels, leave most lanes idle (2 of 16 at C = 2): the per-item gradWeight chains and the
+ * gradInput blocks then cost 2-3x the sequential form.  Here the lanes run along the other axis instead:
+ *   gradWeight: lanes = batch items b (CT_NB per task).  Item b's chain for (k, ci, co) is the model's: blocks
+ *     of k0 t's aligned at t = 0 (t's whose X row lies outside the sequence skipped), each block an fp32 FMA
+ *     chain from +0, added into the chain (started at +0) with one fp32 add.  The chains are stored, [k][ci]
+ *     [co][b] at P->pcb, and a post task adds them into the output (from +0) in the order perm (b order when
+ *     NULL), one fp32 add each.
+ *   gradInput: lanes = rows r = t*B + b.  Row r's chain over the blocks (g, k) (channel group g of k0 outer,
+ *     tap k inner, taps whose DY row lies outside the sequence skipped: a masked add), each block an FMA chain
+ *     from +0 over the group's channels in order, added into the chain (from +0).
+ * Per element these are exactly the operations of ct_gwc_gen / ct_gic_gen in the same order, so results are
+ * bitwise those of the other cube kernels on every instruction set (tests/test_accumulation.py).
+ *
+ * Operands are packed channel-major: DYp as [co][nlo] and Xp as [ci][nli] (rows r = t*B + b, rounded to the
+ * compute precision; channel c at c*nlo, nlo = RO rounded up to 16, plus 16, so that the channels are not a
+ * power of two apart and do not alias in L1), in the workspace regions of the row-major panels; gradBias's
+ * partial sums are taken in the DY pack as on the other paths.  Wp is the cube forms' block-order weight panel.
+ */
+#ifndef PYCONVTBC_CONV_NARROW_H
+#define PYCONVTBC_CONV_NARROW_H
+
+/* (CT_NW, CT_NB, CT_NR: _conv_gemm.h) */
+/* ------------------------------------------------------------------------------------------------ */
+/* packs: rows decoded and rounded as on the other paths, then stored channel-major                 */
+/* ------------------------------------------------------------------------------------------------ */
+/* [nr][C] -> dst[c*ld + i] (to = 1), or src[c*ld + i] -> [nr][C] (to = 0): C <= CT_NW channels, fp32.  The vector
+ * paths gather a channel's 16 (8) rows, or a run of 16 (8) row-major floats, from L1. */
+static void ct_nar_port(int to, float *v, int64_t nr, int64_t C, float *d, int64_t ld) {
+    for (int64_t i = 0; i < nr; i++)
+        for (int64_t c = 0; c < C; c++) {
+            if (to) d[c * ld + i] = v[i * C + c];
+            else v[i * C + c] = d[c * ld + i];
+        }
+}
+#if CT_X86
+static CT_T512 void ct_nar_512(int to, float *v, int64_t nr, int64_t C, float *d, int64_t ld) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int64_t full = nr / 16 * 16;
+    if (to) {
+        __m512i idx = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)C));
+        for (int64_t i = 0; i < full; i += 16)
+            for (int64_t c = 0; c < C; c++)
+                _mm512_storeu_ps(d + c * ld + i, _mm512_i32gather_ps(idx, v + i * C + c, 4));
+    } else {
+        /* floats e = 16m + j of a run of 16 rows (16*C floats): row e / C, channel e % C */
+        __m512i idx[CT_NW];
+        for (int64_t m = 0; m < C; m++) {
+            int32_t t[16];
+            for (int j = 0; j < 16; j++) t[j] = (int32_t)(((16 * m + j) % C) * ld + (16 * m + j) / C);
+            idx[m] = _mm512_loadu_si512(t);
+        }
+        for (int64_t i = 0; i < full; i += 16)
+            for (int64_t m = 0; m < C; m++)
+                _mm512_storeu_ps(v + i * C + 16 * m, _mm512_i32gather_ps(idx[m], d + i, 4));
+    }
+    ct_nar_port(to, v + full * C, nr - full, C, d + full, ld);
+}
+static CT_T256 void ct_nar_256(int to, float *v, int64_t nr, int64_t C, float *d, int64_t ld) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int64_t full = nr / 8 * 8;
+    if (to) {
+        __m256i idx = _mm256_mullo_epi32(iota, _mm256_set1_epi32((int)C));
+        for (int64_t i = 0; i < full; i += 8)
+            for (int64_t c = 0; c < C; c++)
+                _mm256_storeu_ps(d + c * ld + i, _mm256_i32gather_ps(v + i * C + c, idx, 4));
+    } else {
+        __m256i idx[CT_NW];
+        for (int64_t m = 0; m < C; m++) {
+            int32_t t[8];
+            for (int j = 0; j < 8; j++) t[j] = (int32_t)(((8 * m + j) % C) * ld + (8 * m + j) / C);
+            idx[m] = _mm256_loadu_si256((const __m256i *)t);
+        }
+        for (int64_t i = 0; i < full; i += 8)
+            for (int64_t m = 0; m < C; m++)
+                _mm256_storeu_ps(v + i * C + 8 * m, _mm256_i32gather_ps(d + i, idx[m], 4));
+    }
+    ct_nar_port(to, v + full * C, nr - full, C, d + full, ld);
+}
+#endif
+static void ct_nar_transpose(int isa, int to, float *v, int64_t nr, int64_t C, float *d, int64_t ld) {
+    if (C == 1) {
+        if (to) memcpy(d, v, (size_t)nr * 4);
+        else memcpy(v, d, (size_t)nr * 4);
+        return;
+    }
+#if CT_X86
+    if (isa == CT_ISA_AVX512) { ct_nar_512(to, v, nr, C, d, ld); return; }
+    if (isa == CT_ISA_AVX2) { ct_nar_256(to, v, nr, C, d, ld); return; }
+#endif
+    (void)isa;
+    ct_nar_port(to, v, nr, C, d, ld);
+}
+
+#define CT_NAR_ROWS 1024   /* rows per step of the DY pack: 4 gb partial sums in flight (an add's latency) */
+static void ct_nar_pack_dy(const ct_plan *P, int64_t task) {
+    int64_t r0 = task * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR), C = P->Cout;
+    float tmp[CT_NAR_ROWS * CT_NW];
+    float *gout = P->gbp + (task * (CT_PR / CT_GBR)) * C;
+    for (int64_t rr = r0; rr < r1; rr += CT_NAR_ROWS) {
+        int64_t nr = ct_min(CT_NAR_ROWS, r1 - rr);
+        for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
+            ct_decode_rows(P, &P->dy, C, r2, ct_min(CT_RB, rr + nr - r2), 0, C, tmp + (r2 - rr) * C);
+        ct_gb_partials(P->isa, tmp, nr, C, gout + ((rr - r0) / CT_GBR) * C, C);   /* before the rounding */
+        ct_round_row(P->isa, tmp, nr * C, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
+        ct_nar_transpose(P->isa, 1, tmp, nr, C, P->DYp + rr, P->nlo);
+    }
+}
+
+static void ct_nar_pack_x(const ct_plan *P, int64_t task) {
+    int64_t r0 = task * CT_PR, r1 = ct_min(P->RI, r0 + CT_PR), C = P->Cin;
+    float tmp[CT_RB * CT_NW];
+    for (int64_t rr = r0; rr < r1; rr += CT_RB) {
+        int64_t nr = ct_min(CT_RB, r1 - rr);
+        ct_decode_rows(P, &P->x, C, rr, nr, 0, C, tmp);
+        ct_round_row(P->isa, tmp, nr * C, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
+        ct_nar_transpose(P->isa, 1, tmp, nr, C, P->Xp + rr, P->nli);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* gradWeight: chains of nb (<= CT_NB) items, t in [ta, tz), for mi ci x mo co                        */
+/*   X row of t: X + xo + t*B (+ i*ldx for ci i), DY row: Y + t*B (+ j*ldy); chain (i, j) of item l     */
+/*   continues from D[i*ldi + j*ldo + l] and is stored back there                                      */
+/* ------------------------------------------------------------------------------------------------ */
+static void ct_gwn_port(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t ldx, const float *Y,
+                        int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t nb, float *D,
+                        int64_t ldi, int64_t ldo) {
+    for (int64_t i = 0; i < mi; i++)
+        for (int64_t j = 0; j < mo; j++)
+            for (int64_t l = 0; l < nb; l++) {
+                float c = D[i * ldi + j * ldo + l];
+                for (int64_t t = ta; t < tz;) {
+                    int64_t te = ct_min(tz, (t / k0 + 1) * k0);
+                    float s = 0.0f;
+                    for (; t < te; t++) s = fmaf(X[xo + t * B + i * ldx + l], Y[t * B + j * ldy + l], s);
+                    c = c + s;
+                }
+                D[i * ldi + j * ldo + l] = c;
+            }
+}
+
+#if CT_X86
+CT_I512 void ct_gwn_body_512(const int MI, const int MO, const float *X, int64_t xo, int64_t ldx, const float *Y,
+                             int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, __mmask16 m, float *D,
+                             int64_t ldi, int64_t ldo) {
+    __m512 c[2][4], s[2][4], x[2], y[4];
+    _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) c[i][j] = _mm512_maskz_loadu_ps(m, D + i * ldi + j * ldo);
+    for (int64_t t = ta; t < tz;) {
+        int64_t te = ct_min(tz, (t / k0 + 1) * k0);
+        _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm512_setzero_ps();
+        for (; t < te; t++) {
+            const float *xp = X + xo + t * B, *yp = Y + t * B;
+            _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++) x[i] = _mm512_maskz_loadu_ps(m, xp + i * ldx);
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) y[j] = _mm512_maskz_loadu_ps(m, yp + j * ldy);
+            _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+                _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm512_fmadd_ps(x[i], y[j], s[i][j]);
+        }
+        _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) c[i][j] = _mm512_add_ps(c[i][j], s[i][j]);
+    }
+    _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+        _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) _mm512_mask_storeu_ps(D + i * ldi + j * ldo, m, c[i][j]);
+}
+static CT_T512 void ct_gwn_512(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t ldx, const float *Y,
+                               int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t nb, float *D,
+                               int64_t ldi, int64_t ldo) {
+    __mmask16 m = ct_mask16(nb);
+    switch (mi * 8 + mo) {
+#define CT_GWN512(MI, MO) \
+        case MI * 8 + MO: ct_gwn_body_512(MI, MO, X, xo, ldx, Y, ldy, B, ta, tz, k0, m, D, ldi, ldo); break;
+        CT_GWN512(1, 1) CT_GWN512(1, 2) CT_GWN512(1, 3) CT_GWN512(1, 4)
+        CT_GWN512(2, 1) CT_GWN512(2, 2) CT_GWN512(2, 3) CT_GWN512(2, 4)
+#undef CT_GWN512
+        default: break;
+    }
+}
+
+/* AVX2: 8 items a vector; block sums in registers, the chains in D (one load / add / store per block) */
+CT_I256 void ct_gwn_body_256(const int MI, const int MO, const float *X, int64_t xo, int64_t ldx, const float *Y,
+                             int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t n, float *D,
+                             int64_t ldi, int64_t ldo) {
+    __m256 s[2][4], x[2], y[4];
+    __m256i m = ct_mask8(n);
+    for (int64_t t = ta; t < tz;) {
+        int64_t te = ct_min(tz, (t / k0 + 1) * k0);
+        _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm256_setzero_ps();
+        for (; t < te; t++) {
+            const float *xp = X + xo + t * B, *yp = Y + t * B;
+            _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++) x[i] = ct_ld8(xp + i * ldx, n, m);
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) y[j] = ct_ld8(yp + j * ldy, n, m);
+            _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+                _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm256_fmadd_ps(x[i], y[j], s[i][j]);
+        }
+        _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) {
+                float *d = D + i * ldi + j * ldo;
+                ct_st8(d, n, m, _mm256_add_ps(ct_ld8(d, n, m), s[i][j]));
+            }
+    }
+}
+static CT_T256 void ct_gwn_256(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t ldx, const float *Y,
+                               int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t nb, float *D,
+                               int64_t ldi, int64_t ldo) {
+    for (int64_t l = 0; l < nb; l += 8) {    /* two halves of 8 items */
+        int64_t n = ct_min(8, nb - l);
+        switch (mi * 8 + mo) {
+#define CT_GWN256(MI, MO) \
+            case MI * 8 + MO: ct_gwn_body_256(MI, MO, X + l, xo, ldx, Y + l, ldy, B, ta, tz, k0, n, D + l, ldi, ldo); break;
+            CT_GWN256(1, 1) CT_GWN256(1, 2) CT_GWN256(1, 3) CT_GWN256(1, 4)
+            CT_GWN256(2, 1) CT_GWN256(2, 2) CT_GWN256(2, 3) CT_GWN256(2, 4)
+#undef CT_GWN256
+            default: break;
+        }
+    }
+}
+#endif
+
+/* gw task: items [b0, b0 + CT_NB), every (k, ci, co) chain of them, at P->pcb.  The chains run through t in
+ * chunks of whole blocks (about 32 t's): a chunk's X and DY rows stay in L1 while every tap and tile reads them. */
+static void ct_gwn_task(const ct_plan *P, int64_t task) {
+    int64_t B = P->B, b0 = task * CT_NB, nb = ct_min(CT_NB, B - b0), Cin = P->Cin, Cout = P->Cout, K = P->K;
+    int64_t TC = P->k0 * ct_max(1, 32 / P->k0);
+    float *D0 = P->pcb + b0;                    /* chain (k, ci, co) of item b at D0 + ((k*Cin + ci)*Cout + co)*B + b - b0 */
+    for (int64_t e = 0; e < K * Cin * Cout; e++) memset(D0 + e * B, 0, (size_t)nb * 4);
+    const float *X = P->Xp + b0, *Y = P->DYp + b0;
+    int mw = P->isa == CT_ISA_PORTABLE ? 2 : 4; /* co per register tile */
+    for (int64_t T0 = 0; T0 < P->T_out; T0 += TC) {
+        if (ct_stop(P)) return;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t ta = ct_max(T0, P->pad - k), tz = ct_min(T0 + TC, ct_min(P->T_out, P->T_in + P->pad - k));
+            if (ta >= tz) continue;
+            int64_t xo = (k - P->pad) * B;      /* X row of t: t + k - pad */
+            for (int64_t ci = 0; ci < Cin; ci += 2) {
+                int64_t mi = ct_min(2, Cin - ci);
+                for (int64_t co = 0; co < Cout; co += mw) {
+                    int64_t mo = ct_min(mw, Cout - co);
+                    const float *Xi = X + ci * P->nli, *Yj = Y + co * P->nlo;
+                    float *Dij = D0 + ((k * Cin + ci) * Cout + co) * B;
+#if CT_X86
+                    if (P->isa == CT_ISA_AVX512) {
+                        ct_gwn_512(mi, mo, Xi, xo, P->nli, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * B, B);
+                        continue;
+                    }
+                    if (P->isa == CT_ISA_AVX2) {
+                        ct_gwn_256(mi, mo, Xi, xo, P->nli, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * B, B);
+                        continue;
+                    }
+#endif
+                    ct_gwn_port(mi, mo, Xi, xo, P->nli, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * B, B);
+                }
+            }
+        }
+    }
+}
+
+/* post task: gw elements [e0, e0 + CT_TREE_CHUNK): the B item chains added into +0 in the order perm, then cast */
+static void ct_gwn_finish(const ct_plan *P, int64_t task) {
+    int64_t total = P->K * P->Cin * P->Cout, e0 = task * CT_TREE_CHUNK, n = ct_min(CT_TREE_CHUNK, total - e0);
+    float acc[CT_TREE_CHUNK];
+    for (int64_t e = 0; e < n; e++) {
+        const float *ch = P->pcb + (e0 + e) * P->B;
+        float s = 0.0f;
+        for (int64_t bi = 0; bi < P->B; bi++) s = s + ch[P->perm ? P->perm[bi] : bi];
+        acc[e] = s;
+    }
+    int64_t es = ct_dt_size(P->gw_dt);
+    ct_store_row(P->isa, acc, n, P->gw + e0 * es, P->gw_dt, CT_C_FP32, P->hif8_rnd, P->saturate);
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+/* gradInput: rows [r, r + lanes) x mi ci; the chain of row r over blocks (g, k), tap k valid for rows   */
+/*   [lo[k], hi[k]); DY row of r for tap k: DYc + r + dk[k] (channel co at + co*RO); weights W(k, ci, co) */
+/*   at Wp[(ct_wblk(...) + co - lo) * Cin + ci]; chain (ci i, row l) to D[i*ldd + l]                    */
+/* ------------------------------------------------------------------------------------------------ */
+static void ct_gin_port(const ct_plan *P, int64_t ci0, int64_t mi, int64_t r0, int64_t nr, float *D, int64_t ldd) {
+    int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, nG = ct_cdiv(Cout, k0);
+    for (int64_t i = 0; i < mi; i++)
+        for (int64_t l = 0; l < nr; l++) {
+            int64_t r = r0 + l, t = r / B;
+            float c = 0.0f;
+            for (int64_t g = 0; g < nG; g++) {
+                int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t d = t + P->pad - k;
+                    if (d < 0 || d >= P->T_out) continue;
+                    const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin + ci0 + i;
+                    float s = 0.0f;
+                    for (int64_t co = lo; co < hi; co++) s = fmaf(P->DYp[co * P->nlo + r + (P->pad - k) * B], w[co * Cin], s);
+                    c = c + s;
+                }
+            }
+            D[i * ldd + l] = c;
+        }
+}
+
+#if CT_X86
+/* lanes [a, z) of 16 */
+CT_I512 __mmask16 ct_mask_range16(int64_t a, int64_t z) {
+    a = ct_max(0, ct_min(16, a));
+    z = ct_max(0, ct_min(16, z));
+    return z > a ? (__mmask16)(ct_mask16(z) & ~ct_mask16(a)) : (__mmask16)0;
+}
+/* one block (g, k) for MI ci of 64 rows: block sums in registers, the chains in an L1 tile c[MI][64] */
+CT_I512 void ct_gin_blk_512(const int MI, const float *dy, int64_t RO, const float *w, int64_t Cin, int64_t lo,
+                            int64_t hi, const __mmask16 *m, float *c) {
+    __m512 s[4][4], y[4];
+    _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) s[i][v] = _mm512_setzero_ps();
+    for (int64_t co = lo; co < hi; co++) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) y[v] = _mm512_maskz_loadu_ps(m[v], dy + co * RO + 16 * v);
+        _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++) {
+            __m512 wv = _mm512_set1_ps(w[co * Cin + i]);
+            _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) s[i][v] = _mm512_fmadd_ps(y[v], wv, s[i][v]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
+        _Pragma("GCC unroll 4") for (int v = 0; v < 4; v++) {
+            __m512 cv = _mm512_load_ps(c + 64 * i + 16 * v);
+            _mm512_store_ps(c + 64 * i + 16 * v, _mm512_mask_add_ps(cv, m[v], cv, s[i][v]));
+        }
+}
+/* rows [r0, r0 + nr), every ci, 64 rows at a time; chain (ci, row l) to D[ci*ldd + l - r0] */
+static CT_T512 void ct_gin_512(const ct_plan *P, int64_t r0, int64_t nr, float *D, int64_t ldd) {
+    int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, RO = P->nlo, nG = ct_cdiv(Cout, k0);
+    int64_t rend = r0 + nr;
+    float c[CT_NW * 64] __attribute__((aligned(64)));
+    for (int64_t r = r0; r < rend; r += 64) {
+        for (int64_t e = 0; e < Cin * 64; e++) c[e] = 0.0f;
+        for (int64_t g = 0; g < nG; g++) {
+            int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
+            for (int64_t k = 0; k < K; k++) {
+                /* rows whose DY row t + pad - k is in the sequence (and below rend) */
+                int64_t va = ct_max(0, k - P->pad) * B, vz = ct_min(rend, ct_min(P->T_in, P->T_out + k - P->pad) * B);
+                __mmask16 m[4];
+                int any = 0;
+                for (int v = 0; v < 4; v++) {
+                    m[v] = ct_mask_range16(va - (r + 16 * v), vz - (r + 16 * v));
+                    any |= m[v] != 0;
+                }
+                if (!any) continue;
+                const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin;
+                const float *dy = P->DYp + r + (P->pad - k) * B;
+                for (int64_t ci = 0; ci < Cin; ci += 4) {
+                    switch (ct_min(4, Cin - ci)) {
+                        case 4: ct_gin_blk_512(4, dy, RO, w + ci, Cin, lo, hi, m, c + 64 * ci); break;
+                        case 3: ct_gin_blk_512(3, dy, RO, w + ci, Cin, lo, hi, m, c + 64 * ci); break;
+                        case 2: ct_gin_blk_512(2, dy, RO, w + ci, Cin, lo, hi, m, c + 64 * ci); break;
+                        default: ct_gin_blk_512(1, dy, RO, w + ci, Cin, lo, hi, m, c + 64 * ci); break;
+                    }
+                }
+            }
+        }
+        for (int64_t ci = 0; ci < Cin; ci++)
+            for (int v = 0; v < 4; v++)
+                _mm512_mask_storeu_ps(D + ci * ldd + (r - r0) + 16 * v, ct_mask_range16(0, rend - (r + 16 * v)),
+                                      _mm512_load_ps(c + 64 * ci + 16 * v));
+    }
+}
+
+/* lanes [a, z) of 8, as a vector mask */
+CT_I256 __m256i ct_mask_range8(int64_t a, int64_t z) {
+    a = ct_max(0, ct_min(8, a));
+    z = ct_max(0, ct_min(8, z));
+    return z > a ? _mm256_andnot_si256(ct_mask8(a), ct_mask8(z)) : _mm256_setzero_si256();
+}
+/* one block (g, k) for MI ci of 16 rows (2 vectors); chains in an L1 tile c[MI][16]; full: every lane valid */
+CT_I256 void ct_gin_blk_256(const int MI, const float *dy, int64_t RO, const float *w, int64_t Cin, int64_t lo,
+                            int64_t hi, int full, const __m256i *m, float *c) {
+    __m256 s[4][2], y[2];
+    _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
+        _Pragma("GCC unroll 2") for (int v = 0; v < 2; v++) s[i][v] = _mm256_setzero_ps();
+    for (int64_t co = lo; co < hi; co++) {
+        _Pragma("GCC unroll 2") for (int v = 0; v < 2; v++)
+            y[v] = full ? _mm256_loadu_ps(dy + co * RO + 8 * v) : _mm256_maskload_ps(dy + co * RO + 8 * v, m[v]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++) {
+            __m256 wv = _mm256_broadcast_ss(w + co * Cin + i);
+            _Pragma("GCC unroll 2") for (int v = 0; v < 2; v++) s[i][v] = _mm256_fmadd_ps(y[v], wv, s[i][v]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
+        _Pragma("GCC unroll 2") for (int v = 0; v < 2; v++) {
+            __m256 cv = _mm256_load_ps(c + 16 * i + 8 * v), nv = _mm256_add_ps(cv, s[i][v]);
+            _mm256_store_ps(c + 16 * i + 8 * v, full ? nv : _mm256_blendv_ps(cv, nv, _mm256_castsi256_ps(m[v])));
+        }
+}
+static CT_T256 void ct_gin_256(const ct_plan *P, int64_t r0, int64_t nr, float *D, int64_t ldd) {
+    int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, RO = P->nlo, nG = ct_cdiv(Cout, k0);
+    int64_t rend = r0 + nr;
+    float c[CT_NW * 16] __attribute__((aligned(32)));
+    for (int64_t r = r0; r < rend; r += 16) {
+        for (int64_t e = 0; e < Cin * 16; e++) c[e] = 0.0f;
+        for (int64_t g = 0; g < nG; g++) {
+            int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
+            for (int64_t k = 0; k < K; k++) {
+                int64_t va = ct_max(0, k - P->pad) * B, vz = ct_min(rend, ct_min(P->T_in, P->T_out + k - P->pad) * B);
+                int64_t a = va - r, z = vz - r;
+                if (z <= 0 || a >= 16 || z <= a) continue;
+                int full = a <= 0 && z >= 16;
+                __m256i m[2];
+                for (int v = 0; v < 2; v++) m[v] = ct_mask_range8(a - 8 * v, z - 8 * v);
+                const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin;
+                const float *dy = P->DYp + r + (P->pad - k) * B;
+                for (int64_t ci = 0; ci < Cin; ci += 4) {
+                    switch (ct_min(4, Cin - ci)) {
+                        case 4: ct_gin_blk_256(4, dy, RO, w + ci, Cin, lo, hi, full, m, c + 16 * ci); break;
+                        case 3: ct_gin_blk_256(3, dy, RO, w + ci, Cin, lo, hi, full, m, c + 16 * ci); break;
+                        case 2: ct_gin_blk_256(2, dy, RO, w + ci, Cin, lo, hi, full, m, c + 16 * ci); break;
+                        default: ct_gin_blk_256(1, dy, RO, w + ci, Cin, lo, hi, full, m, c + 16 * ci); break;
+                    }
+                }
+            }
+        }
+        for (int64_t ci = 0; ci < Cin; ci++)
+            for (int v = 0; v < 2; v++) {
+                int64_t n = rend - (r + 8 * v);
+                if (n > 0) ct_st8(D + ci * ldd + (r - r0) + 8 * v, n, ct_mask8(n), _mm256_load_ps(c + 16 * ci + 8 * v));
+            }
+    }
+}
+#endif
+
+/* gi task: rows [R0, R0 + CT_NR), every ci.  cb: the thread's buffer, [Cin][CT_NR] chains then (outputs other
+ * than fp32) the [rows][Cin] fp32 tile that is cast. */
+static void ct_gin_task(const ct_plan *P, int64_t task, float *cb) {
+    int64_t R0 = task * CT_NR, rows = ct_min(CT_NR, P->RI - R0), Cin = P->Cin;
+    for (int64_t ci = 0; ci < Cin; ci += 2) {
+        int64_t mi = ct_min(2, Cin - ci);
+        float *D = cb + ci * CT_NR;
+#if CT_X86
+        if (P->isa == CT_ISA_AVX512) { ct_gin_512(P, R0, rows, cb, CT_NR); break; }
+        if (P->isa == CT_ISA_AVX2) { ct_gin_256(P, R0, rows, cb, CT_NR); break; }
+#endif
+        ct_gin_port(P, ci, mi, R0, rows, D, CT_NR);
+    }
+    int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
+    int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;
+    float *res = direct ? (float *)P->gi + R0 * Cin : cb + Cin * CT_NR;
+    ct_nar_transpose(P->isa, 0, res, rows, Cin, cb, CT_NR);
+    if (direct) return;
+    int64_t es = ct_dt_size(P->gi_dt);
+    ct_store_row(P->isa, res, rows * Cin, P->gi + R0 * Cin * es, P->gi_dt, ct_round_for(P->gi_dt, pre), CT_HIF8_TA,
+                 0);
+}
+
+#endif /* PYCONVTBC_CONV_NARROW_H */
