@@ -504,3 +504,31 @@ def test_narrow_channels_block_sizes_dtypes_and_orders(block_size, dtype):
             assert (bits(gw) == bits(rgw_perm)).all()
     finally:
         K._set_isa(None)
+
+
+@pytest.mark.parametrize("layout", ["dense", "strided"])
+def test_narrow_channels_hf32_and_fp16_compute(layout):
+    """USE_HF32 / USE_FP16 on float32 inputs with narrow channels: a dense fp32 operand is read in place and its
+    channel-major copy rounded; a strided one is decoded, rounded, then copied.  Both give the model's bits."""
+    shape = (37, 12, 3, 7, 3, 1)
+    T_in, B, Cin, Cout, K_, pad = shape
+    rng = np.random.default_rng(11)
+    T_out = T_in + 2 * pad - K_ + 1
+    dy, x, w = (R.grid(rng, s, bits=12, emin=-12, emax=-8) for s in
+                ((T_out, B, Cout), (T_in, B, Cin), (K_, Cin, Cout)))
+    b = np.zeros(Cout, np.float32)
+    if layout == "strided":
+        dy, x = np.asfortranarray(dy), x.transpose(1, 0, 2).copy().transpose(1, 0, 2)
+    cases = [(pc.USE_HF32, 8, lambda a: pc.round_to_hf32(a, mantissa_bits=11)),
+             (pc.USE_FP16, 16, lambda a: a.astype(np.float16).astype(np.float32))]
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            for cmt, k0, rnd in cases:
+                gi, gw, _ = pc.conv_tbc_backward(dy, x, w, b, pad, cube_math_type=cmt, deterministic=True)
+                rgi, rgw = reference(dy, x, w, pad, "cube", k0, "ascend910b", compute_round=rnd)
+                if cmt == pc.USE_FP16:
+                    rgi = rgi.astype(np.float16).astype(np.float32)
+                assert (bits(gw) == bits(rgw)).all() and (bits(gi) == bits(rgi)).all(), (isa, cmt)
+    finally:
+        K._set_isa(None)

@@ -94,29 +94,43 @@ static void ct_nar_transpose(int isa, int to, float *v, int64_t nr, int64_t C, f
     ct_nar_port(to, v, nr, C, d, ld);
 }
 
+/* rows [r, r + nr) of source S (C channels) into dst[c*ld + i], rounded to the compute precision; v: the rows
+ * decoded (tmp), or (dense fp32 sources) the source's own rows, which are then read in place */
+static void ct_nar_rows(const ct_plan *P, const ct_src *S, int dense, int64_t C, int64_t r, int64_t nr,
+                        const float *v, float *dst, int64_t ld) {
+    int rc = ct_round_for(S->dt, P->compute);
+    if (!dense) ct_round_row(P->isa, (float *)v, nr * C, rc, P->hbits, P->hrnd);
+    ct_nar_transpose(P->isa, 1, (float *)v, nr, C, dst + r, ld);
+    if (dense && rc != CT_C_FP32)
+        for (int64_t c = 0; c < C; c++) ct_round_row(P->isa, dst + c * ld + r, nr, rc, P->hbits, P->hrnd);
+}
+
 #define CT_NAR_ROWS 1024   /* rows per step of the DY pack: 4 gb partial sums in flight (an add's latency) */
 static void ct_nar_pack_dy(const ct_plan *P, int64_t task) {
     int64_t r0 = task * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR), C = P->Cout;
+    int dense = ct_src_dense(&P->dy, P->T_out, P->B, C);
     float tmp[CT_NAR_ROWS * CT_NW];
     float *gout = P->gbp + (task * (CT_PR / CT_GBR)) * C;
     for (int64_t rr = r0; rr < r1; rr += CT_NAR_ROWS) {
         int64_t nr = ct_min(CT_NAR_ROWS, r1 - rr);
-        for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
-            ct_decode_rows(P, &P->dy, C, r2, ct_min(CT_RB, rr + nr - r2), 0, C, tmp + (r2 - rr) * C);
-        ct_gb_partials(P->isa, tmp, nr, C, gout + ((rr - r0) / CT_GBR) * C, C);   /* before the rounding */
-        ct_round_row(P->isa, tmp, nr * C, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
-        ct_nar_transpose(P->isa, 1, tmp, nr, C, P->DYp + rr, P->nlo);
+        const float *v = dense ? (const float *)(uintptr_t)P->dy.base + rr * C : tmp;
+        if (!dense)
+            for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
+                ct_decode_rows(P, &P->dy, C, r2, ct_min(CT_RB, rr + nr - r2), 0, C, tmp + (r2 - rr) * C);
+        ct_gb_partials(P->isa, v, nr, C, gout + ((rr - r0) / CT_GBR) * C, C);   /* before the rounding */
+        ct_nar_rows(P, &P->dy, dense, C, rr, nr, v, P->DYp, P->nlo);
     }
 }
 
 static void ct_nar_pack_x(const ct_plan *P, int64_t task) {
     int64_t r0 = task * CT_PR, r1 = ct_min(P->RI, r0 + CT_PR), C = P->Cin;
+    int dense = ct_src_dense(&P->x, P->T_in, P->B, C);
     float tmp[CT_RB * CT_NW];
     for (int64_t rr = r0; rr < r1; rr += CT_RB) {
         int64_t nr = ct_min(CT_RB, r1 - rr);
-        ct_decode_rows(P, &P->x, C, rr, nr, 0, C, tmp);
-        ct_round_row(P->isa, tmp, nr * C, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
-        ct_nar_transpose(P->isa, 1, tmp, nr, C, P->Xp + rr, P->nli);
+        const float *v = dense ? (const float *)(uintptr_t)P->x.base + rr * C : tmp;
+        if (!dense) ct_decode_rows(P, &P->x, C, rr, nr, 0, C, tmp);
+        ct_nar_rows(P, &P->x, dense, C, rr, nr, v, P->Xp, P->nli);
     }
 }
 
@@ -143,28 +157,29 @@ static void ct_gwn_port(int64_t mi, int64_t mo, const float *X, int64_t xo, int6
 }
 
 #if CT_X86
+/* AVX-512: 16 items a vector; MI ci x MO co block sums in registers (up to 16), the chains in D (one load / add /
+ * store per block) */
 CT_I512 void ct_gwn_body_512(const int MI, const int MO, const float *X, int64_t xo, int64_t ldx, const float *Y,
                              int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, __mmask16 m, float *D,
                              int64_t ldi, int64_t ldo) {
-    __m512 c[2][4], s[2][4], x[2], y[4];
-    _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
-        _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) c[i][j] = _mm512_maskz_loadu_ps(m, D + i * ldi + j * ldo);
+    __m512 s[4][4], x[4], y[4];
     for (int64_t t = ta; t < tz;) {
         int64_t te = ct_min(tz, (t / k0 + 1) * k0);
-        _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+        _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
             _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm512_setzero_ps();
         for (; t < te; t++) {
             const float *xp = X + xo + t * B, *yp = Y + t * B;
-            _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++) x[i] = _mm512_maskz_loadu_ps(m, xp + i * ldx);
+            _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++) x[i] = _mm512_maskz_loadu_ps(m, xp + i * ldx);
             _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) y[j] = _mm512_maskz_loadu_ps(m, yp + j * ldy);
-            _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
+            _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
                 _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm512_fmadd_ps(x[i], y[j], s[i][j]);
         }
-        _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
-            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) c[i][j] = _mm512_add_ps(c[i][j], s[i][j]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) {
+                float *d = D + i * ldi + j * ldo;
+                _mm512_mask_storeu_ps(d, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, d), s[i][j]));
+            }
     }
-    _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
-        _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) _mm512_mask_storeu_ps(D + i * ldi + j * ldo, m, c[i][j]);
 }
 static CT_T512 void ct_gwn_512(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t ldx, const float *Y,
                                int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t nb, float *D,
@@ -175,6 +190,8 @@ static CT_T512 void ct_gwn_512(int64_t mi, int64_t mo, const float *X, int64_t x
         case MI * 8 + MO: ct_gwn_body_512(MI, MO, X, xo, ldx, Y, ldy, B, ta, tz, k0, m, D, ldi, ldo); break;
         CT_GWN512(1, 1) CT_GWN512(1, 2) CT_GWN512(1, 3) CT_GWN512(1, 4)
         CT_GWN512(2, 1) CT_GWN512(2, 2) CT_GWN512(2, 3) CT_GWN512(2, 4)
+        CT_GWN512(3, 1) CT_GWN512(3, 2) CT_GWN512(3, 3) CT_GWN512(3, 4)
+        CT_GWN512(4, 1) CT_GWN512(4, 2) CT_GWN512(4, 3) CT_GWN512(4, 4)
 #undef CT_GWN512
         default: break;
     }
@@ -230,14 +247,15 @@ static void ct_gwn_task(const ct_plan *P, int64_t task) {
     for (int64_t e = 0; e < K * Cin * Cout; e++) memset(D0 + e * B, 0, (size_t)nb * 4);
     const float *X = P->Xp + b0, *Y = P->DYp + b0;
     int mw = P->isa == CT_ISA_PORTABLE ? 2 : 4; /* co per register tile */
+    int mh = P->isa == CT_ISA_AVX512 ? 4 : 2;   /* ci per register tile */
     for (int64_t T0 = 0; T0 < P->T_out; T0 += TC) {
         if (ct_stop(P)) return;
         for (int64_t k = 0; k < K; k++) {
             int64_t ta = ct_max(T0, P->pad - k), tz = ct_min(T0 + TC, ct_min(P->T_out, P->T_in + P->pad - k));
             if (ta >= tz) continue;
             int64_t xo = (k - P->pad) * B;      /* X row of t: t + k - pad */
-            for (int64_t ci = 0; ci < Cin; ci += 2) {
-                int64_t mi = ct_min(2, Cin - ci);
+            for (int64_t ci = 0; ci < Cin; ci += mh) {
+                int64_t mi = ct_min(mh, Cin - ci);
                 for (int64_t co = 0; co < Cout; co += mw) {
                     int64_t mo = ct_min(mw, Cout - co);
                     const float *Xi = X + ci * P->nli, *Yj = Y + co * P->nlo;
