@@ -105,14 +105,16 @@ static void ct_nar_rows(const ct_plan *P, const ct_src *S, int dense, int64_t C,
         for (int64_t c = 0; c < C; c++) ct_round_row(P->isa, dst + c * ld + r, nr, rc, P->hbits, P->hrnd);
 }
 
-#define CT_NAR_ROWS 1024   /* rows per step of the DY pack: 4 gb partial sums in flight (an add's latency) */
+/* the DY pack's steps: 1024 rows of 8 channels or fewer (4 gb partial sums in flight: an add's latency) */
+#define CT_NAR_TMP (1024 * 8)
 static void ct_nar_pack_dy(const ct_plan *P, int64_t task) {
     int64_t r0 = task * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR), C = P->Cout;
+    int64_t step = ct_max(CT_GBR, CT_NAR_TMP / ct_max(1, C) / CT_GBR * CT_GBR);
     int dense = ct_src_dense(&P->dy, P->T_out, P->B, C);
-    float tmp[CT_NAR_ROWS * CT_NW];
+    float tmp[CT_NAR_TMP];
     float *gout = P->gbp + (task * (CT_PR / CT_GBR)) * C;
-    for (int64_t rr = r0; rr < r1; rr += CT_NAR_ROWS) {
-        int64_t nr = ct_min(CT_NAR_ROWS, r1 - rr);
+    for (int64_t rr = r0; rr < r1; rr += step) {
+        int64_t nr = ct_min(step, r1 - rr);
         const float *v = dense ? (const float *)(uintptr_t)P->dy.base + rr * C : tmp;
         if (!dense)
             for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
