@@ -151,10 +151,10 @@ class ConvTbc(_twophase.Operator):
                           "(ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32) (CANN's forward also takes 4 "
                           "and computes it as 0: pass 0)")
         if s_dt in EIGHT_BIT_OPERANDS:          # 8-bit operands are used as they are, under any cubeMathType
-            check_cube_math_type(cmt, profile, _F, L)      # (0..3: every cell of FLOAT exists where they do)
+            check_cube_math_type(cmt, profile, _F, L, numpy)   # (0..3: every cell of FLOAT exists where they do)
             C = COMPUTE_FP32
         else:
-            C = check_cube_math_type(cmt, profile, s_dt, L)
+            C = check_cube_math_type(cmt, profile, s_dt, L, numpy)
         check_memory(t, INPUTS, OUTPUTS, contiguous_outputs=False)                   # 7. memory (ours)
         out = t["out"]
         if hasattr(out, "strides") and not _distinct_elements(out.shape, out.strides):
@@ -360,7 +360,9 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
     """Validate and plan one NumPy call (raising AclnnError); returns the plan and the arrays to read."""
     descs = {n: nl.as_input(a) for n, a in zip(INPUTS, (input, weight, bias))}
     hif8 = int(DT.ACL_HIFLOAT8)
-    if hif8_inputs is True or isinstance(hif8_inputs, np.bool_) and hif8_inputs:
+    # a boolean keyword, like deterministic and saturate: True / False, 0 / 1, NumPy booleans and integers
+    flag = isinstance(hif8_inputs, (bool, int, np.bool_, np.integer)) and hif8_inputs in (0, 1)
+    if flag and hif8_inputs:
         for n in ("self", "weight"):
             d = descs[n]
             if isinstance(d, nl.ArrayDesc) and d.array.dtype == np.uint8:
@@ -376,7 +378,7 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
     profile = nl.profile_for(FORWARD, soc)
 
     def hif8_rule():           # runs first among the data-type rules
-        if not isinstance(hif8_inputs, (bool, np.bool_)):
+        if not flag:
             raise Invalid(INVALID, f"hif8_inputs is {safe_repr(hif8_inputs)}; expected True or False")
         if not hif8_inputs:
             return

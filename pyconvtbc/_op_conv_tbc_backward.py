@@ -76,7 +76,7 @@ class ConvTbcBackward(_twophase.Operator):
         check_shapes(t, {"self": (T_out, B, Cout), "gradInput": tuple(t["input"].shape),
                          "gradWeight": tuple(t["weight"].shape), "gradBias": tuple(t["bias"].shape)}, L)
         P = promote(t["self"].data_type, t["input"].data_type, t["weight"].data_type)
-        C = check_cube_math_type(scalars["cube_math_type"], profile, P, L)           # 6
+        C = check_cube_math_type(scalars["cube_math_type"], profile, P, L, numpy)    # 6
         if t["gradInput"].data_type != t["input"].data_type:                         # 7. output data types
             raise Invalid(INVALID, f"{L('gradInput')} has data type {dtype_name(t['gradInput'].data_type)}; "
                           f"expected input's, {dtype_name(t['input'].data_type)}")

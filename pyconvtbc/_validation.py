@@ -115,15 +115,17 @@ def check_pad(pad, T_in):
     return pad
 
 
-def check_cube_math_type(cube_math_type, profile, promoted, label):
-    """cubeMathType in 0..3 and allowed for ``promoted`` operands on ``profile``; returns the compute precision."""
+def check_cube_math_type(cube_math_type, profile, promoted, label, numpy=False):
+    """cubeMathType in 0..3 and allowed for ``promoted`` operands on ``profile``; returns the compute precision.
+    numpy: the message names the data type as NumPy does ('float32', not 'FLOAT (0)')."""
     if not is_int(cube_math_type) or not 0 <= cube_math_type <= 3:
         raise Invalid(INVALID, f"{label('cubeMathType')} is {safe_repr(cube_math_type)}; expected {CUBE_MATH_TYPES}")
     C = compute_precision(profile, promoted, cube_math_type)
     if C is None:
         ok = [c for c in range(4) if compute_precision(profile, promoted, c) is not None]
         raise Invalid(INVALID, f"{label('cubeMathType')} {int(cube_math_type)} is not supported for "
-                      f"{dtype_name(promoted)} operands on {profile.name}; expected one of {ok}")
+                      f"{dtype_names([promoted], numpy) if numpy else dtype_name(promoted)} operands on "
+                      f"{profile.name}; expected one of {ok}")
     return C
 
 

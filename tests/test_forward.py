@@ -314,11 +314,25 @@ def test_process_settings_are_the_defaults():
 
 @pytest.mark.parametrize("name,value", [("accumulation", "foo"), ("block_size", 0), ("block_size", 65),
                                         ("hf32_rounding", "up"), ("hif8_rounding", "down"), ("soc", "ascend999"),
-                                        ("num_threads", 0), ("hif8_inputs", 1), ("order_seed", -1),
+                                        ("num_threads", 0), ("hif8_inputs", 2), ("hif8_inputs", "yes"),
+                                        ("hif8_inputs", 1.0), ("order_seed", -1),
                                         ("order_seed", 1.5)])
 def test_bad_options_rejected(name, value):
     x, w, b = good()
     raises(INVALID, name, str(value), args=(x, w, b, 1), **{name: value})
+
+
+def test_hif8_inputs_takes_the_boolean_spellings():
+    """hif8_inputs, like deterministic and saturate, takes True / False, 0 / 1 and NumPy booleans and integers."""
+    x32, w32, b = grid_problem((7, 3, 5, 4, 3, 1), "float32", seed=2)
+    x, w = pc.hif8_encode(x32), pc.hif8_encode(w32)
+    ref = pc.conv_tbc(x, w, b, 1, soc="ascend950", hif8_inputs=True)
+    assert ref.dtype == np.uint8
+    for v in (1, np.True_, np.int64(1)):
+        assert_same_bits(pc.conv_tbc(x, w, b, 1, soc="ascend950", hif8_inputs=v), ref)
+    off = pc.conv_tbc(x32, w32, b, 1, soc="ascend950")
+    for v in (0, np.False_, np.uint8(0)):
+        assert_same_bits(pc.conv_tbc(x32, w32, b, 1, soc="ascend950", hif8_inputs=v), off)
 
 
 def test_order_seed_accepted_and_changes_nothing():

@@ -451,3 +451,18 @@ def test_plan_cache_follows_the_environment(monkeypatch):
     monkeypatch.setenv("PYCONVTBC_NUM_THREADS", "0")
     with pytest.raises(pc.AclnnError):
         pc.conv_tbc_backward(dy, x, w, b, 1)
+
+
+def test_numpy_layer_cube_math_type_message_uses_numpy_dtype_names():
+    """The NumPy layer names data types as NumPy does; ascend910 has no KEEP_DTYPE for float32."""
+    x = np.ones((3, 1, 2), np.float32)
+    w = np.ones((1, 2, 2), np.float32)
+    b = np.ones(2, np.float32)
+    calls = [lambda: pc.conv_tbc_backward(np.ones((3, 1, 2), np.float32), x, w, b, 0, soc="ascend910"),
+             lambda: pc.conv_tbc(x, w, b, 0, soc="ascend910")]
+    for call in calls:
+        with pytest.raises(pc.AclnnError) as e:
+            call()
+        assert e.value.status == 161002
+        assert "cube_math_type 0 is not supported for float32 operands on ascend910" in str(e.value)
+        assert "FLOAT (0)" not in str(e.value)
