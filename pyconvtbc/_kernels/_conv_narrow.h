@@ -294,13 +294,13 @@ static void ct_gwn_finish(const ct_plan *P, int64_t task) {
 }
 
 /* ------------------------------------------------------------------------------------------------ */
-/* gradInput: rows [r, r + lanes) x mi ci; the chain of row r over blocks (g, k), tap k valid for rows   */
-/*   [lo[k], hi[k]); DY row of r for tap k: DYc + r + dk[k] (channel co at + co*RO); weights W(k, ci, co) */
-/*   at Wp[(ct_wblk(...) + co - lo) * Cin + ci]; chain (ci i, row l) to D[i*ldd + l]                    */
+/* gradInput: rows [r0, r0 + nr) x every ci; the chain of row r over blocks (g, k), tap k valid for rows  */
+/*   t*B + b with 0 <= t + pad - k < T_out; DY of row r for tap k: DYp + co*nlo + r + (pad - k)*B;        */
+/*   weights W(k, ci, co) at Wp[(ct_wblk(...) + co - lo) * Cin + ci]; chain (ci, row r) to D[ci*ldd + r-r0] */
 /* ------------------------------------------------------------------------------------------------ */
-static void ct_gin_port(const ct_plan *P, int64_t ci0, int64_t mi, int64_t r0, int64_t nr, float *D, int64_t ldd) {
+static void ct_gin_port(const ct_plan *P, int64_t r0, int64_t nr, float *D, int64_t ldd) {
     int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, nG = ct_cdiv(Cout, k0);
-    for (int64_t i = 0; i < mi; i++)
+    for (int64_t i = 0; i < Cin; i++)
         for (int64_t l = 0; l < nr; l++) {
             int64_t r = r0 + l, t = r / B;
             float c = 0.0f;
@@ -309,7 +309,7 @@ static void ct_gin_port(const ct_plan *P, int64_t ci0, int64_t mi, int64_t r0, i
                 for (int64_t k = 0; k < K; k++) {
                     int64_t d = t + P->pad - k;
                     if (d < 0 || d >= P->T_out) continue;
-                    const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin + ci0 + i;
+                    const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin + i;
                     float s = 0.0f;
                     for (int64_t co = lo; co < hi; co++) s = fmaf(P->DYp[co * P->nlo + r + (P->pad - k) * B], w[co * Cin], s);
                     c = c + s;
@@ -449,15 +449,12 @@ static CT_T256 void ct_gin_256(const ct_plan *P, int64_t r0, int64_t nr, float *
  * than fp32) the [rows][Cin] fp32 tile that is cast. */
 static void ct_gin_task(const ct_plan *P, int64_t task, float *cb) {
     int64_t R0 = task * CT_NR, rows = ct_min(CT_NR, P->RI - R0), Cin = P->Cin;
-    for (int64_t ci = 0; ci < Cin; ci += 2) {
-        int64_t mi = ct_min(2, Cin - ci);
-        float *D = cb + ci * CT_NR;
 #if CT_X86
-        if (P->isa == CT_ISA_AVX512) { ct_gin_512(P, R0, rows, cb, CT_NR); break; }
-        if (P->isa == CT_ISA_AVX2) { ct_gin_256(P, R0, rows, cb, CT_NR); break; }
+    if (P->isa == CT_ISA_AVX512) ct_gin_512(P, R0, rows, cb, CT_NR);
+    else if (P->isa == CT_ISA_AVX2) ct_gin_256(P, R0, rows, cb, CT_NR);
+    else
 #endif
-        ct_gin_port(P, ci, mi, R0, rows, D, CT_NR);
-    }
+        ct_gin_port(P, R0, rows, cb, CT_NR);
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
     int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;
     float *res = direct ? (float *)P->gi + R0 * Cin : cb + Cin * CT_NR;
