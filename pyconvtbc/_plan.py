@@ -32,10 +32,17 @@ class Plan:
     # shape and mode as the plain tuples the Cython entry points take (made once, not per call)
     kernel_shape: tuple = field(init=False, repr=False, compare=False)
     kernel_mode: tuple = field(init=False, repr=False, compare=False)
+    # order_seed's permutation, drawn once (every call with that seed uses the same one); read-only
+    _seeded_order: object = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "kernel_shape", tuple(self.shape))
         object.__setattr__(self, "kernel_mode", tuple(self.mode))
+        seeded = None
+        if self.permutes and self.order_seed is not None:
+            seeded = np.random.default_rng(self.order_seed).permutation(self.shape.B)
+            seeded.flags.writeable = False
+        object.__setattr__(self, "_seeded_order", seeded)
 
     @property
     def permutes(self):
@@ -49,7 +56,7 @@ class Plan:
         if not self.permutes:
             return None
         if self.order_seed is not None:
-            return np.random.default_rng(self.order_seed).permutation(self.shape.B)
+            return self._seeded_order
         rng = getattr(_rng, "gen", None)
         if rng is None:
             rng = _rng.gen = np.random.default_rng()

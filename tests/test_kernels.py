@@ -629,3 +629,39 @@ def test_releases_the_gil():
         done.set()
         th.join()
     assert len(ticks) > 5
+
+
+@pytest.mark.parametrize("shape", [(40, 9, 3, 5, 3, 1), (64, 16, 4, 4, 3, 1)])   # general and narrow kernels
+def test_run_arrays_batch_order(shape):
+    """The per-call batch order of the item chains (non-deterministic mode): any integer sequence that is a
+    permutation of range(B) is taken (read in place when it is an int64 C-contiguous array, converted
+    otherwise), the identity gives b order's bits, a reversal changes them, and anything else is refused
+    before a byte is written."""
+    T_in, B, Cin, Cout, K_, pad = shape
+    rng = np.random.default_rng(3)
+    T_out = T_in + 2 * pad - K_ + 1
+    dy, x, w = rand(rng, (T_out, B, Cout), F32), rand(rng, (T_in, B, Cin), F32), rand(rng, (K_, Cin, Cout), F32)
+    mode, codes = (0, 11, 0, 0, False, 1, 8, 0), (0,) * 6     # "cube", k0 = 8, the ascend910b order
+    ws = np.zeros(K.workspace_size(shape, mode, codes, 1), np.uint8)
+
+    def gw_with(perm):
+        outs = [np.full(x.shape, np.nan, np.float32), np.full(w.shape, np.nan, np.float32),
+                np.full(Cout, np.nan, np.float32)]
+        K.run_arrays(dy, x, w, *outs, codes, shape, mode, ws, 1, perm)
+        return outs[1]
+
+    b_order = gw_with(None).view(np.uint32)
+    rev = np.arange(B)[::-1]
+    assert (gw_with(np.arange(B)).view(np.uint32) == b_order).all()
+    assert (gw_with(list(range(B))).view(np.uint32) == b_order).all()
+    reversed_bits = gw_with(rev.copy()).view(np.uint32)
+    assert (reversed_bits != b_order).any()          # the order matters on these data (full-precision values)
+    for same in (rev, rev.astype(np.int32), [int(v) for v in rev], np.asarray(rev, order="C").copy()):
+        assert (gw_with(same).view(np.uint32) == reversed_bits).all()
+    for bad in ([0] * B, list(range(B - 1)), list(range(B + 1)), [-1] + list(range(1, B)),
+                list(range(1, B + 1)), np.arange(B).reshape(1, B)):
+        outs = [np.full(x.shape, np.nan, np.float32), np.full(w.shape, np.nan, np.float32),
+                np.full(Cout, np.nan, np.float32)]
+        with pytest.raises(ValueError, match="permutation of range"):
+            K.run_arrays(dy, x, w, *outs, codes, shape, mode, ws, 1, bad)
+        assert all(np.isnan(o).all() for o in outs)

@@ -420,17 +420,39 @@ def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w no
 
 
 cdef object _set_perm(ct_plan *P, perm):
-    """Point P.perm at perm's data (checked: a permutation of range(B)); returns the array to keep alive."""
+    """Point P.perm at perm's data (checked, in C: a permutation of range(B)); returns the object to keep alive.
+
+    Called per call in non-deterministic mode, so it makes no NumPy temporaries: an int64 C-contiguous array
+    (what the planner passes) is read in place; anything else is converted once."""
     P.perm = NULL
     if perm is None:
         return None
-    import numpy as np
-    a = np.ascontiguousarray(perm, dtype=np.int64)
-    if a.ndim != 1 or a.shape[0] != P.B or (P.B and not np.array_equal(np.sort(a), np.arange(P.B))):
+    cdef const int64_t[::1] v
+    try:
+        v = perm
+    except (TypeError, ValueError, BufferError):
+        import numpy as np
+        a = np.ascontiguousarray(perm, dtype=np.int64)
+        if a.ndim != 1:
+            raise ValueError(f"perm must be a permutation of range({P.B}), got {perm!r}")
+        v = a
+    cdef Py_ssize_t n = v.shape[0], i
+    cdef int64_t e
+    cdef bytearray seen
+    cdef unsigned char *sp
+    if n != P.B:
         raise ValueError(f"perm must be a permutation of range({P.B}), got {perm!r}")
-    if P.B:
-        P.perm = <const int64_t *><uintptr_t>a.ctypes.data
-    return a
+    if n == 0:
+        return None
+    seen = bytearray(n)
+    sp = seen
+    for i in range(n):
+        e = v[i]
+        if e < 0 or e >= n or sp[e]:
+            raise ValueError(f"perm must be a permutation of range({P.B}), got {perm!r}")
+        sp[e] = 1
+    P.perm = &v[0]
+    return v
 
 
 cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, int gi_dt, int gw_dt) except -1:
