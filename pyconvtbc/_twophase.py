@@ -233,6 +233,9 @@ def _phase2(op, workspace, workspace_size, executor, stream):
         return fail(ACLNN_ERR_PARAM_INVALID, f"executor was not made by {op.phase1}; "
                     "expected an executor from phase 1", release=False)
     with executor._lock:
+        if executor.state == "destroyed":
+            return fail(ACLNN_ERR_PARAM_INVALID, "executor was already destroyed (aclDestroyAclOpExecutor); "
+                        f"expected a live executor: call {op.phase1} again", release=False)
         if executor.state != "ready":
             return fail(ACLNN_ERR_PARAM_INVALID, f"executor was already {executor.state}; a single-use executor "
                         "runs once (call aclSetAclOpExecutorRepeatable after phase 1 to reuse it)", release=False)

@@ -153,7 +153,7 @@ class aclTensor:
             return None  # an empty view reads and writes nothing (docs/decisions.md)
         if self.offset >= storage_elems:
             return (f"offset {self.offset} is past the end of its storage of {storage_elems} elements "
-                    f"(storage dims {list(self.storage_dims)})")
+                    f"(storage dims {list(self.storage_dims)}); expected an offset below {storage_elems}")
         if self.data is not None and storage_bytes > self.data.nbytes:
             return (f"its storage needs {storage_bytes} bytes but its device buffer {self.data!r} holds "
                     f"{self.data.nbytes}; expected the storage inside the buffer")

@@ -106,6 +106,12 @@ def test_single_use_executor_destroy_and_repeatable_calls():
     assert pc.aclSetAclOpExecutorRepeatable(ex) == 0
     assert pc.aclSetAclOpExecutorRepeatable(ex) == 0                                   # twice is fine
     assert pc.aclDestroyAclOpExecutor(ex) == 0
+    # a destroyed repeatable executor: the message says destroyed, not the single-use hint
+    ws = _ws(ws_size)
+    assert pc.aclnnConvTbcBackward(ws, ws_size, ex, None) == pc.ACLNN_ERR_PARAM_INVALID
+    msg = pc.aclGetRecentErrMsg()
+    assert "executor was already destroyed" in msg and "expected a live executor" in msg
+    assert "single-use" not in msg
 
 
 def test_repeatable_executor():

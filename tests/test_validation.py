@@ -293,6 +293,13 @@ def test_negative_offset_rejected():
     expect(_redescribe(fresh(), "bias", offset=-1), INVALID, "bias", "offset -1")
 
 
+def test_offset_past_the_storage_rejected():
+    t = fresh()
+    n = t["bias"].numel
+    expect(_redescribe(t, "bias", offset=n + 1, storage_dims=[n]), INVALID, "bias", f"offset {n + 1} is past the end",
+           f"expected an offset below {n}")
+
+
 def test_int64_overflow_rejected():
     t = fresh()
     expect(_redescribe(t, "input", strides=[2**62, 1, 1]), INVALID, "input")
@@ -466,3 +473,18 @@ def test_numpy_layer_cube_math_type_message_uses_numpy_dtype_names():
         assert e.value.status == 161002
         assert "cube_math_type 0 is not supported for float32 operands on ascend910" in str(e.value)
         assert "FLOAT (0)" not in str(e.value)
+
+
+def test_unknown_profile_fails_before_the_tensor_rules(monkeypatch):
+    """docs/semantics.md section 2: the chip profile is resolved before rule 1, so an unknown name is reported
+    (161002, naming it) even when a tensor is also None; in both layers and both operators."""
+    dy, x, w, b = make_problem()
+    for call in (lambda: pc.conv_tbc_backward(None, x, w, b, 1, soc="bogus"),
+                 lambda: pc.conv_tbc(None, w, b, 1, soc="bogus")):
+        with pytest.raises(pc.AclnnError) as e:
+            call()
+        assert e.value.status == INVALID and "soc is 'bogus'" in str(e.value) and "ascend910b" in str(e.value)
+    monkeypatch.setenv("PYCONVTBC_SOC_VERSION", "bogus")
+    t = fresh()
+    t["self"] = None
+    expect(t, INVALID, "PYCONVTBC_SOC_VERSION", "bogus")
