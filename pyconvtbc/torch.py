@@ -154,8 +154,9 @@ def _check_forward(input, weight, bias, pad):
         if not isinstance(t, _torch.Tensor):
             raise TypeError(f"conv_tbc: {name} is a {type(t).__name__}; expected a torch.Tensor")
         if t.dtype not in _DTYPES:
+            hint = " (the NPU operator has no float64 path: convert with .float())" if t.dtype == _torch.float64 else ""
             raise TypeError(f"conv_tbc: {name} has dtype {t.dtype}; expected torch.float32, torch.float16 or "
-                            "torch.bfloat16 (the NPU operator has no float64 path: convert with .float())")
+                            f"torch.bfloat16{hint}")
     if not is_int(pad):   # a Python or NumPy integer, as the NumPy and CANN layers take
         raise TypeError(f"conv_tbc: pad is {pad!r}; expected an int")
     if not 0 <= pad <= PAD_MAX:

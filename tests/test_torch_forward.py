@@ -75,8 +75,13 @@ def test_autocast_casts_the_operands_first():
 
 def test_forward_checks_at_the_call():
     x, w, b = _tensors(5)
-    with pytest.raises(TypeError, match="float64"):
+    with pytest.raises(TypeError, match=r"input has dtype torch.float64.*no float64 path.*\.float\(\)"):
         conv_tbc(x.double(), w.double(), b.double(), PAD)
+    for name, args in (("input", (x.int(), w, b)), ("weight", (x, w.to(torch.complex64), b)),
+                       ("bias", (x, w, b.to(torch.float8_e4m3fn)))):
+        with pytest.raises(TypeError, match=f"{name} has dtype") as e:   # named; no float64 hint for these
+            conv_tbc(*args, PAD)
+        assert "float64" not in str(e.value)
     with pytest.raises(pc.AclnnError) as e:
         conv_tbc(x, w, b, 256)
     assert e.value.status == 161002 and "pad" in str(e.value)
