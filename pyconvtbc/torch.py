@@ -83,16 +83,22 @@ def _to_numpy(t):
 
 def _to_torch(a, like):
     """A NumPy result as a tensor of ``like``'s dtype and device (8-bit gradWeight decoded first)."""
-    for t in _formats.types_with_role(_formats.GRAD_WEIGHT):  # an 8-bit gradWeight format (registry)
-        if a.dtype == t.storage:
-            a = getattr(codecs, t.decode)(a) if t.decode else a.astype(np.float32)
-            break
-    if a.dtype == np.dtype(ml_dtypes.bfloat16):
+    if a.dtype.itemsize == 1:
+        for t in _formats.types_with_role(_formats.GRAD_WEIGHT):  # an 8-bit gradWeight format (registry)
+            if a.dtype == t.storage:
+                a = getattr(codecs, t.decode)(a) if t.decode else a.astype(np.float32)
+                break
+    if a.dtype == _BF16:
         t = _torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(_torch.bfloat16)
     else:
         t = _torch.from_numpy(np.ascontiguousarray(a))
+    if t.dtype == like.dtype and like.device.type == "cpu":
+        return t
     # 8-bit values are exact in float16 / bfloat16 / float32, so this cast never rounds them
     return t.to(dtype=like.dtype, device=like.device)
+
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 _DOUBLE_BACKWARD = (b"pyconvtbc.torch.conv_tbc: double backward is not supported: the emulated NPU backward is "
