@@ -12,7 +12,8 @@ import sys
 from ._version import __version__
 
 _COMMANDS = {
-    "demo": "run the operator document's example through the CANN layer and the NumPy call",
+    "demo": "run both operators' document examples (aclnnConvTbc, aclnnConvTbcBackward) through the CANN layer "
+            "and the NumPy calls",
     "study": "precision study of the NPU emulation modes (python -m pyconvtbc study --help)",
 }
 
@@ -24,8 +25,9 @@ def _prog():
 
 def _parser(prog):
     p = argparse.ArgumentParser(
-        prog=prog, description="pyconvtbc: CANN's aclnnConvTbcBackward on the CPU, with the NPU's precision "
-                               "paths emulated.")
+        prog=prog, description="pyconvtbc: CANN's aclnnConvTbc and aclnnConvTbcBackward (1-D convolution in "
+                               "TBC layout, forward and backward) on the CPU, with the NPU's precision paths "
+                               "emulated.")
     p.add_argument("--version", action="version", version=f"pyconvtbc {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{demo,study}", title="commands")
     sub.add_parser("demo", help=_COMMANDS["demo"], description=_COMMANDS["demo"] + ".")

@@ -19,7 +19,7 @@ from ._kernels._openmp import omp_max_threads
 from ._plan import Plan, make_plan
 from ._twophase import Operator, threads as _threads
 from ._validation import Invalid
-from .enums import aclFormat, acl_dtype_of_numpy
+from .enums import CubeMathType, aclFormat, acl_dtype_of_numpy
 from .memory import memory_limit
 from .profiles import (OPTION_EXPECTED, PROFILES, SocProfile, check_option, get_profile, resolve_options,
                        settings_key)
@@ -59,6 +59,8 @@ def is_array_desc(obj: Any) -> bool:
 def expected_array(obj: Any) -> str:
     if isinstance(obj, np.ma.MaskedArray):
         return "a plain NumPy array (a masked array's mask would be ignored: pass np.ma.filled(a, value) or a.data)"
+    if type(obj).__module__.split(".")[0] == "torch":
+        return "a NumPy array (a torch tensor: pass t.detach().numpy(), or use pyconvtbc.torch.conv_tbc)"
     return "a NumPy array"
 
 
@@ -85,6 +87,16 @@ def guarded(op: Operator, name: str, value: Any, fn: Callable[[], Any], expected
         op.numpy_error(ACLNN_ERR_PARAM_INVALID, e)
     except Exception:
         op.numpy_error(ACLNN_ERR_PARAM_INVALID, f"{name} is {safe_repr(value)}; expected {expected}")
+
+
+def cube_math_type_value(value: Any) -> Any:
+    """The NumPy layer's cube_math_type: an int (or a CubeMathType), or its name as a string, any case
+    ("USE_HF32", "use_hf32"); other values come back unchanged for rule 6 to refuse, naming them."""
+    if isinstance(value, str):
+        member = CubeMathType.__members__.get(value.strip().upper())
+        if member is not None:
+            return int(member)
+    return value
 
 
 def profile_for(op: Operator, soc: Optional[str]) -> SocProfile:

@@ -319,8 +319,9 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
     pad : int, optional
         Zero padding at both ends of the time axis, in [0, 255]; T_in + pad must be at least K (the operator
         counts pad once in that check).  Default 0.
-    cube_math_type : int, optional
-        0 KEEP_DTYPE (default), 1 ALLOW_FP32_DOWN_PRECISION, 2 USE_FP16, 3 USE_HF32, as in the backward.
+    cube_math_type : int or str, optional
+        0 KEEP_DTYPE (default), 1 ALLOW_FP32_DOWN_PRECISION, 2 USE_FP16, 3 USE_HF32 (the value or its name), as
+        in the backward.
     soc : str, optional
         ``"ascend910b"``, ``"ascend950"`` or ``"ascend910"``.  None: ``get_soc_version()``.
     num_threads : int, optional
@@ -358,6 +359,7 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
 def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads, hif8_inputs, hf32_rounding,
                      hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed):
     """Validate and plan one NumPy call (raising AclnnError); returns the plan and the arrays to read."""
+    cube_math_type = nl.cube_math_type_value(cube_math_type)
     descs = {n: nl.as_input(a) for n, a in zip(INPUTS, (input, weight, bias))}
     hif8 = int(DT.ACL_HIFLOAT8)
     # a boolean keyword, like deterministic and saturate: True / False, 0 / 1, NumPy booleans and integers

@@ -53,6 +53,9 @@ class ConvTbcBackward(_twophase.Operator):
         for n in NAMES:                                                              # 2. data types
             allowed = _allowed_dtypes(n, profile)
             if t[n].data_type not in allowed:
+                if numpy and n == "gradWeight":    # the keyword: what it may be for this weight (rule 7's list)
+                    raise Invalid(INVALID, f"{L(n)} {dtype_seen(t[n], True)}; expected None or weight's dtype "
+                                  f"({dtype_names([t['weight'].data_type], True)}), {dtype_names(EIGHT_BIT, True)}")
                 extra = "" if profile.has_bf16 else f" on {profile.name}"
                 raise Invalid(INVALID, f"{L(n)} {dtype_seen(t[n], numpy)}; expected "
                               f"{'' if numpy else 'one of '}{dtype_names(allowed, numpy)}{extra}")
@@ -238,9 +241,10 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
         are refused; other ndarray subclasses (``np.matrix``, ``np.memmap``) are read as plain arrays.
     pad : int, optional
         Zero padding at both ends of the time axis, in [0, 255].  Default 0.
-    cube_math_type : int, optional
-        0 KEEP_DTYPE (default), 1 ALLOW_FP32_DOWN_PRECISION, 2 USE_FP16, 3 USE_HF32: with the operands' dtype and
-        the chip it selects the compute precision (docs/precision.md); an error cell is 161002.
+    cube_math_type : int or str, optional
+        0 KEEP_DTYPE (default), 1 ALLOW_FP32_DOWN_PRECISION, 2 USE_FP16, 3 USE_HF32 (the value or its name, any
+        case): with the operands' dtype and the chip it selects the compute precision (docs/precision.md); an
+        error cell is 161002.
     grad_weight_dtype : optional
         grad_weight's dtype: None (weight's dtype, the default), weight's own dtype, ``"hifloat8"`` (uint8
         HiFloat8 codes; decode with ``hif8_decode``) or ``"float8_e4m3fn"``; names, NumPy dtypes or the
@@ -299,6 +303,7 @@ def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad
                      num_threads, hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation=None,
                      block_size=None, order_seed=None):
     """Validate and plan one NumPy call (raising AclnnError); returns the plan and the arrays to read."""
+    cube_math_type = nl.cube_math_type_value(cube_math_type)
     descs = {n: nl.as_input(a) for n, a in zip(INPUTS, (grad_output, input, weight, bias))}
     try:
         gw_code = _grad_weight_code(grad_weight_dtype,

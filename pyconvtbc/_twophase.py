@@ -118,7 +118,7 @@ class aclOpExecutor:
         object.__setattr__(self, "_fields", {n: (t.view_dims, t.data_type, t.strides, t.offset, t.format,
                                                  t.storage_dims, t.data) for n, t in tensors.items()})
         self.repeatable = False
-        self.state = "ready"        # "ready" -> "used" (single use) | "destroyed"
+        self.state = "ready"        # "ready" -> "used" (single use ran) | "released" (its phase 2 failed) | "destroyed"
         self._lock = threading.Lock()
 
     def __setattr__(self, name, value):
@@ -214,15 +214,16 @@ def execute(op: Operator, workspace: Optional[DevicePtr], workspace_size: int, e
     try:
         return _phase2(op, workspace, workspace_size, executor, stream)
     except Exception as e:  # never raise out of the CANN layer
-        if isinstance(executor, aclOpExecutor) and not executor.repeatable:
-            executor.state = "used"
+        if isinstance(executor, aclOpExecutor) and not executor.repeatable and executor.state != "destroyed":
+            executor.state = "released"
         return _internal(op.phase2, e)
 
 
 def _phase2(op, workspace, workspace_size, executor, stream):
     def fail(status, msg, release=True):
+        # (a failure after the state check below: this call had taken the executor, "ready" -> "used")
         if release and isinstance(executor, aclOpExecutor) and not executor.repeatable:
-            executor.state = "used"
+            executor.state = "released"
         return set_error(status, f"{op.phase2}: {msg}")
 
     if executor is None:
@@ -236,6 +237,10 @@ def _phase2(op, workspace, workspace_size, executor, stream):
         if executor.state == "destroyed":
             return fail(ACLNN_ERR_PARAM_INVALID, "executor was already destroyed (aclDestroyAclOpExecutor); "
                         f"expected a live executor: call {op.phase1} again", release=False)
+        if executor.state == "released":
+            return fail(ACLNN_ERR_PARAM_INVALID, "executor was released when an earlier phase-2 call with it failed "
+                        "(that call's status and message say why); a single-use executor is not reused after a "
+                        f"failure: expected a fresh one from {op.phase1}", release=False)
         if executor.state != "ready":
             return fail(ACLNN_ERR_PARAM_INVALID, f"executor was already {executor.state}; a single-use executor "
                         "runs once (call aclSetAclOpExecutorRepeatable after phase 1 to reuse it)", release=False)

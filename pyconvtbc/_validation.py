@@ -119,7 +119,9 @@ def check_cube_math_type(cube_math_type, profile, promoted, label, numpy=False):
     """cubeMathType in 0..3 and allowed for ``promoted`` operands on ``profile``; returns the compute precision.
     numpy: the message names the data type as NumPy does ('float32', not 'FLOAT (0)')."""
     if not is_int(cube_math_type) or not 0 <= cube_math_type <= 3:
-        raise Invalid(INVALID, f"{label('cubeMathType')} is {safe_repr(cube_math_type)}; expected {CUBE_MATH_TYPES}")
+        names = ", or one of those names" if numpy else ""
+        raise Invalid(INVALID, f"{label('cubeMathType')} is {safe_repr(cube_math_type)}; expected {CUBE_MATH_TYPES}"
+                      f"{names}")
     C = compute_precision(profile, promoted, cube_math_type)
     if C is None:
         ok = [c for c in range(4) if compute_precision(profile, promoted, c) is not None]

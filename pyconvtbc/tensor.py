@@ -256,6 +256,9 @@ def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[
         if len(strides_t) != len(dims):
             raise _Bad(f"strides has {len(strides_t)} entries for {len(dims)} view dims; expected one stride "
                        "per dim")
+        if strides is None and any(st > INT64_MAX for st in strides_t):
+            raise _Bad(f"view_dims {list(dims)} with strides=None imply contiguous strides {list(strides_t)}; "
+                       "expected strides within int64")
         off, dt, fmt = read(lambda: (_as_int(offset), _as_int(data_type), _as_int(format)),
                             lambda: f"data_type {safe_repr(data_type)}, offset {safe_repr(offset)} and format "
                                     f"{safe_repr(format)} must be int64 values")

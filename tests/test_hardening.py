@@ -335,6 +335,18 @@ def test_tampered_allocation_size_cannot_reach_past_the_real_buffer():
 
 
 # ---- aclTensor / aclCreateTensor field types ---------------------------------------------------------------
+def test_implied_contiguous_strides_must_fit_int64():
+    """strides=None: the contiguous strides the view implies are computed here, and ones past int64 make
+    aclCreateTensor return None with a message (not a descriptor that phase 1 refuses for strides the caller
+    never passed); ones that fit give a descriptor."""
+    assert pc.aclCreateTensor([2**62, 2**62, 4], pc.ACL_FLOAT, None, 0, pc.ACL_FORMAT_ND, [1], _ptr(16)) is None
+    msg = pc.aclGetRecentErrMsg()
+    assert "view_dims [4611686018427387904, 4611686018427387904, 4] with strides=None" in msg
+    assert "expected strides within int64" in msg
+    t = pc.aclCreateTensor([2**31, 2**31, 4], pc.ACL_FLOAT, None, 0, pc.ACL_FORMAT_ND, [1], _ptr(16))
+    assert t is not None and list(t.strides) == [2**33, 4, 1]
+
+
 @pytest.mark.parametrize("field,value", [
     ("strides", [1.0]), ("strides", [True]), ("strides", [np.float32(1)]), ("view_dims", [4.0]),
     ("view_dims", [np.True_]), ("offset", 0.0), ("offset", True), ("storage_dims", [4.5]), ("data_type", 0.0),

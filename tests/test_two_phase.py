@@ -155,6 +155,24 @@ def test_missing_workspace_releases_executor():
     assert pc.aclnnConvTbcBackward(None, ws_size, ex, None) == pc.ACLNN_ERR_PARAM_NULLPTR
     assert "workspace is None" in pc.aclGetRecentErrMsg()
     assert pc.aclnnConvTbcBackward(_ws(ws_size), ws_size, ex, None) == pc.ACLNN_ERR_PARAM_INVALID
+    # the retry's message says why: released by the failed call (it never ran), not "already used"
+    msg = pc.aclGetRecentErrMsg()
+    assert "released when an earlier phase-2 call with it failed" in msg and "aclnnConvTbcBackwardGetWorkspaceSize" in msg
+    assert "already used" not in msg
+    assert pc.aclSetAclOpExecutorRepeatable(ex) == pc.ACLNN_ERR_PARAM_INVALID    # too late for that too
+    assert pc.aclDestroyAclOpExecutor(ex) == 0
+
+
+def test_failure_after_the_executor_is_taken_releases_it():
+    """A check late in phase 2 (a stream that is not a stream) fails after the call took the executor: the retry
+    still reports the release, not a run."""
+    ws_size, ex = _needs_workspace()
+    assert pc.aclnnConvTbcBackward(_ws(ws_size), ws_size, ex, "stream") == pc.ACLNN_ERR_PARAM_INVALID
+    assert "stream" in pc.aclGetRecentErrMsg()
+    _, stream = pc.aclrtCreateStream()
+    assert pc.aclnnConvTbcBackward(_ws(ws_size), ws_size, ex, stream) == pc.ACLNN_ERR_PARAM_INVALID
+    assert "released when an earlier phase-2 call with it failed" in pc.aclGetRecentErrMsg()
+    assert pc.aclrtDestroyStream(stream) == 0
 
 
 def test_small_workspace_rejected():

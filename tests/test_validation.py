@@ -371,6 +371,12 @@ def test_numpy_layer_codes_and_messages():
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward(dy, x, w, b, 1, grad_weight_dtype="float16")
     assert e.value.status == INVALID and "grad_weight_dtype is 'float16' (aclDataType FLOAT16)" in e.value.message
+    # whichever rule refuses the keyword (2: not a gradWeight type at all; 7: not this weight's), the message
+    # lists what this weight accepts
+    for bad in ("int7", "float8_e5m2", "float64", "float16", np.float64):
+        with pytest.raises(pc.AclnnError) as e:
+            pc.conv_tbc_backward(dy, x, w, b, 1, grad_weight_dtype=bad)
+        assert e.value.message.endswith("expected None or weight's dtype (float32), hifloat8 or float8_e4m3fn")
     with pytest.raises(pc.AclnnError) as e:
         pc.conv_tbc_backward([[[1.0]]], x, w, b, 1)
     assert e.value.status == INVALID and "grad_output is a list; expected a NumPy array" in e.value.message
@@ -488,3 +494,32 @@ def test_unknown_profile_fails_before_the_tensor_rules(monkeypatch):
     t = fresh()
     t["self"] = None
     expect(t, INVALID, "PYCONVTBC_SOC_VERSION", "bogus")
+
+
+def test_cube_math_type_names_in_the_numpy_layer():
+    """docs/numpy.md: cube_math_type takes 0-3, the constants or their names (any case) in both NumPy calls,
+    with the same bits; anything else is 161002 naming the value and the names."""
+    dy, x, w, b = make_problem()
+    for name, value in (("USE_HF32", 3), ("use_fp16", 2), (" KEEP_DTYPE ", 0)):
+        by_name = pc.conv_tbc_backward(dy, x, w, b, 1, cube_math_type=name, deterministic=True)
+        by_value = pc.conv_tbc_backward(dy, x, w, b, 1, cube_math_type=value, deterministic=True)
+        assert all(np.array_equal(p.view(np.uint32), q.view(np.uint32)) for p, q in zip(by_name, by_value))
+        assert np.array_equal(pc.conv_tbc(x, w, b, 1, cube_math_type=name).view(np.uint32),
+                              pc.conv_tbc(x, w, b, 1, cube_math_type=value).view(np.uint32))
+    for call in (lambda v: pc.conv_tbc_backward(dy, x, w, b, 1, cube_math_type=v),
+                 lambda v: pc.conv_tbc(x, w, b, 1, cube_math_type=v)):
+        for bad in ("USE_HF33", "3", ""):
+            with pytest.raises(pc.AclnnError) as e:
+                call(bad)
+            assert e.value.status == INVALID and f"cube_math_type is {bad!r}" in e.value.message
+            assert "or one of those names" in e.value.message
+
+
+def test_torch_tensor_in_the_numpy_layer_points_to_the_bridge():
+    torch = pytest.importorskip("torch")
+    dy, x, w, b = make_problem()
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(dy, torch.from_numpy(x), w, b, 1)
+    assert e.value.status == INVALID
+    assert "input is a Tensor; expected a NumPy array (a torch tensor: pass t.detach().numpy()" in e.value.message
+    assert "pyconvtbc.torch.conv_tbc" in e.value.message
