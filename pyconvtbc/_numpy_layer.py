@@ -93,7 +93,8 @@ def cube_math_type_value(value: Any) -> Any:
     """The NumPy layer's cube_math_type: an int (or a CubeMathType), or its name as a string, any case
     ("USE_HF32", "use_hf32"); other values come back unchanged for rule 6 to refuse, naming them."""
     if isinstance(value, str):
-        member = CubeMathType.__members__.get(value.strip().upper())
+        # str's own methods (a str subclass may override them with anything): a plain str comes back
+        member = CubeMathType.__members__.get(str.upper(str.strip(value)))
         if member is not None:
             return int(member)
     return value
