@@ -43,3 +43,24 @@ def test_training_example_block_matches_its_script():
     if skipped:
         pytest.skip("needs torch and matplotlib")
     assert not diffs, "\n".join(diffs)
+
+
+def test_the_22_bit_what_if_sentence_quotes_its_tables():
+    """§2 once said "at 22 bits the error is KEEP_DTYPE's" while its own table showed 1.75 times that: the
+    sentence now quotes the two tables' numbers, and they must be the tables' (fails when a table moves)."""
+    gen = _generator()
+    with open(gen.PAGE) as fh:
+        page = fh.read()
+    blocks = gen.page_blocks(page)
+    row22 = next(l for l in blocks["hf32_whatif"].splitlines() if l.startswith("22 (what-if)")).split()
+    keep = next(l for l in blocks["modes"].splitlines()
+                if l.startswith("KEEP_DTYPE") and "ascend910b" in l and "gradWeight" in l).split()
+    prose = page[page.index("<!-- end: hf32_whatif -->"):page.index("## 3. 8-bit gradWeight")]
+    prose = " ".join(prose.split())
+    assert "the error is KEEP_DTYPE's" not in prose
+    # counted from the right: ... rel Frob, ULP n, ULP med, ULP p99, ULP max, ovf%, sub%, unf%, NaN, Inf
+    rel22, med22 = row22[-10], row22[-8]
+    relk, medk = keep[-10], keep[-8]
+    assert f"`rel Frob` {rel22} against {relk}" in prose, (rel22, relk, prose)
+    assert f"`ULP med` {med22} against {medk}" in prose, (med22, medk, prose)
+    assert float(rel22) > float(relk)          # "still above it"

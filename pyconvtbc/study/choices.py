@@ -148,10 +148,33 @@ def _norm_scale(argname, v):
     return s
 
 
+# The most accumulation orders a spread study takes (each order is a full computation of the gradient; the
+# spread's statistics settle after a few dozen).  ``reduction_order_spread`` also checks, before computing, that
+# the N results of each gradient fit in memory (``data.MAX_ELEMENTS`` values).
+MAX_PERMUTATIONS = 10000
+
+
 def _norm_permutations(permutations, argname="permutations"):
     if isinstance(permutations, bool) or not isinstance(permutations, (int, np.integer)) or permutations < 1:
         raise ValueError(f"{argname}: {permutations!r}; expected an integer >= 1")
+    if permutations > MAX_PERMUTATIONS:
+        raise ValueError(f"{argname}: {permutations!r}; expected an integer in [1, {MAX_PERMUTATIONS}] (the number "
+                         "of accumulation orders)")
     return permutations
+
+
+# The kernels' thread range (pyconvtbc.conv_tbc_backward's num_threads).
+MAX_THREADS = 1024
+
+
+def _norm_threads(num_threads, argname="num_threads"):
+    """None (the kernels' default), or an integer in [1, MAX_THREADS]; else a ValueError naming ``argname``."""
+    if num_threads is None:
+        return None
+    if (isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer))
+            or not 1 <= num_threads <= MAX_THREADS):
+        raise ValueError(f"{argname}: {num_threads!r}; expected an integer in [1, {MAX_THREADS}]")
+    return int(num_threads)
 
 
 def _norm_grads(grads, argname="grads"):

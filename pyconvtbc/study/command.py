@@ -3,18 +3,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 
 from ..__main__ import _prog
-from .choices import (_AXES, GRADS, GW_DTYPES, HF32_ROUNDINGS, HIF8_ROUNDINGS, INPUT_DTYPES, REFERENCES, _norm_distribution, _norm_grads, _norm_permutations,
-                      _norm_scale_rule, _normalise)
+from .choices import (_AXES, GRADS, GW_DTYPES, HF32_ROUNDINGS, HIF8_ROUNDINGS, INPUT_DTYPES, MAX_PERMUTATIONS,
+                      MAX_THREADS, REFERENCES, _norm_distribution, _norm_grads, _norm_permutations, _norm_scale_rule,
+                      _normalise)
 from .data import Shape, check_size
 from .grid import Grid
 from .growth import _GROWTH_METRICS, error_growth
 from .modes import run_study
+from .plots import plot_names
 from .report import _check_prefix, default_prefix
-from .spread import reduction_order_spread
+from .spread import ORDER_SOURCES, reduction_order_spread
 from .window import _norm_exponents, _norm_threshold, scale_window
 
 _COMMANDS = ("modes", "spread", "growth", "window")
@@ -38,9 +41,12 @@ Lists are comma-separated; 'all' takes every value of an axis.  Options of each 
 
 
 def _split(argname, text, all_values):
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
+    items = [t.strip() for t in str(text).split(",")]
+    if not any(items):
         raise ValueError(f"{argname}: {text!r} is empty; expected a comma-separated list")
+    if not all(items):
+        raise ValueError(f"{argname}: {text!r} has an empty item; expected a comma-separated list without empty "
+                         "entries")
     if len(items) == 1 and items[0].lower() == "all":
         return list(all_values)
     return items
@@ -56,14 +62,19 @@ def _parser():
     d.add_argument("--data", metavar="PATH", help="real operands instead of random data: an .npz file, a directory "
                    "of .npy files (grad_output.npy, input.npy, weight.npy [, bias.npy, pad.npy]) or a .pt file "
                    "(one dict of tensors, or the list that pyconvtbc.study.capture saves: one problem per layer)")
-    d.add_argument("--pad", type=int, default=None, help="padding for --npz / --data (default: the file's or 0)")
-    d.add_argument("--dist", default="normal", metavar="NAME",
-                   help="normal | uniform | lognormal[:SIGMA] (random-sign lognormal); default normal")
+    d.add_argument("--pad", type=int, default=None,
+                   help="padding for --npz / --data, 0..255, overriding the file's (default: the file's or 0); "
+                        "generated data take theirs from --shape")
+    d.add_argument("--dist", default=None, metavar="NAME",
+                   help="generated data: normal | uniform | lognormal[:SIGMA] (random-sign lognormal); default "
+                        "normal")
     d.add_argument("--scale", default="1", metavar="S[,S...]",
                    help="each entry: a number (multiplies all the data) or amax[:FRAC] (per mode, grad_output times "
                         "the power of two that puts the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of "
-                        "its output format's largest finite value; FRAC 0.5); default 1")
-    d.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+                        "its output format's largest finite value, FRAC 0.5, lowered where grad_output itself would "
+                        "pass FRAC of the input dtype's or the compute precision's range); default 1")
+    d.add_argument("--seed", type=int, default=None,
+                   help="seed of the generated data (and of spread's model orders); default 0")
     d.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="modes, growth: run seeds seed..seed+N-1 and report means with 95%% intervals (default 1)")
     g = common.add_argument_group("grid (comma-separated lists, or 'all')")
@@ -92,14 +103,15 @@ def _parser():
                         "cast to the input dtype")
     m.add_argument("--non-deterministic", action="store_true",
                    help="use the profile's default determinism instead of deterministic mode")
-    m.add_argument("--threads", type=int, default=None, help="kernel threads (default: all cores)")
+    m.add_argument("--threads", type=int, default=None, help=f"kernel threads, 1..{MAX_THREADS} (default: all cores)")
     o = common.add_argument_group("output")
     o.add_argument("--out", metavar="DIR", help="write <prefix>.csv, .json, .md and plots/*.png into DIR")
-    o.add_argument("--prefix", default=None, help="file name prefix (default: study, spread or growth)")
+    o.add_argument("--prefix", default=None,
+                   help="file name prefix (default: study for modes, else the sub-command: spread, growth, window)")
     o.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
     o.add_argument("--magnitudes", action="store_true",
-                   help="modes: also print where each operand's and gradient's values lie against each format's "
-                        "limits (always in the .md report and the magnitudes plot)")
+                   help="modes only: also print where each operand's and gradient's values lie against each "
+                        "format's limits (always in the .md report and the magnitudes plot)")
     pr = o.add_mutually_exclusive_group()
     pr.add_argument("--progress", dest="progress", action="store_const", const=True, default="auto",
                     help="always show the progress bar (default: when stderr is a terminal)")
@@ -119,7 +131,9 @@ def _parser():
     sp = sub.add_parser("spread", parents=[common], help="run-to-run spread from the fp32 accumulation order",
                         description="For each cell: the spread of N seeded fp32 accumulation orders next to the "
                                     "mode's error, in ULPs of the output format.")
-    sp.add_argument("--permutations", type=int, default=20, help="number of accumulation orders (default 20)")
+    sp.add_argument("--permutations", type=int, default=20,
+                    help=f"number of accumulation orders, 1..{MAX_PERMUTATIONS}, and their results must fit in "
+                         "memory like any array of a study (default 20)")
     sp.add_argument("--fixed-order", action="store_true",
                     help="deterministic hardware: every run uses the same order (spread 0)")
     sp.add_argument("--order-source", default="model", metavar="WHICH",
@@ -138,8 +152,8 @@ def _parser():
                                     "result is NaN (an unsaturated float8_e4m3fn overflows to NaN), with the error "
                                     "inside it.")
     wi.add_argument("--exponents", default="-32:32", metavar="LO:HI",
-                    help="exponents e of the scales 2^e: LO:HI (every integer) or a list, written "
-                         "--exponents=LO:HI when LO is negative; default -32:32")
+                    help="exponents e of the scales 2^e: LO:HI (every integer) or a list, e.g. --exponents -8:8 "
+                         "or --exponents=-8:8; default -32:32")
     wi.add_argument("--threshold", default="0.01", help="largest overflow / sub-normal fraction (default 0.01)")
     sub.add_parser("train", add_help=False, help="train a small ConvTBC model in each mode: loss curves, time per "
                    "step (needs torch; python -m pyconvtbc study train --help)")
@@ -195,8 +209,9 @@ def _train_cli(argv):
             import torch
         except ImportError:
             raise ValueError("train needs PyTorch: pip install 'pyconvtbc[torch]'") from None
-        if a.out:
-            _check_out(a.out, a.prefix or default_prefix("train"), (".csv", ".json"))
+        if a.out is not None:
+            prefix = a.prefix or default_prefix("train")
+            _check_out(a.out, prefix, (".csv", ".json"), [] if a.no_plots else plot_names("train", ()))
         modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
         keep = torch.get_num_threads()
         torch.set_num_threads(a.torch_threads)
@@ -218,7 +233,7 @@ def _train_cli(argv):
         return 2
     res.meta["torch_threads"] = a.torch_threads
     print(res.table(markdown=a.markdown))
-    if a.out:
+    if a.out is not None:
         try:
             made = _save(res, a.out, a.prefix, not a.no_plots)
         except ValueError as e:
@@ -246,9 +261,12 @@ def _grid_from_args(a):
     return Grid(**axes)
 
 
-def _check_out(out, prefix, exts):
+def _check_out(out, prefix, exts, plots=()):
     """Create the output directory now, and check that the files to be written there (<prefix><ext> for each
-    ext, and the plots/ directory) can be: a usage error before any computing when they cannot be."""
+    ext, the plots/ directory and plots/<prefix>_<name>.png for each name of ``plots``) can be: a usage error
+    before any computing when they cannot be."""
+    if not out.strip():
+        raise ValueError(f"--out: {out!r} is empty; expected a directory path (it is created if missing)")
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"--out: {out!r} is an existing file; expected a directory (it is created if missing)")
     try:
@@ -257,23 +275,30 @@ def _check_out(out, prefix, exts):
         raise ValueError(f"--out: {out!r} cannot be created ({e.strerror}); expected a writable directory") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise ValueError(f"--out: {out!r} is not writable; expected a writable directory")
-    plots = os.path.join(out, "plots")
-    if os.path.exists(plots) and not os.path.isdir(plots):
-        raise ValueError(f"--out: {plots!r} is an existing file; expected it free, or a directory (the plots go "
-                         "there)")
+    plots_dir = os.path.join(out, "plots")
+    if os.path.exists(plots_dir) and not os.path.isdir(plots_dir):
+        raise ValueError(f"--out: {plots_dir!r} is an existing file; expected it free, or a directory (the plots "
+                         "go there)")
     for ext in exts:
         path = os.path.join(out, prefix + ext)
         if os.path.isdir(path):
             raise ValueError(f"--out: {path!r} is a directory; expected a file name free for the {ext} output")
+    for name in plots:
+        path = os.path.join(plots_dir, f"{prefix}_{name}.png")
+        if os.path.isdir(path):
+            raise ValueError(f"--out: {path!r} is a directory; expected a file name free for a plot (or "
+                             "--no-plots)")
 
 
 def _save(res, out, prefix, plots):
-    """res.save(...), with a failure to write (a full disk, a file system that refuses) as a usage error."""
+    """res.save(...), with a failure to write (a full disk, a file system that refuses) as a usage error naming
+    the file."""
     try:
         return res.save(out, prefix, plots=plots)
     except OSError as e:
-        raise ValueError(f"--out: writing into {out!r} failed ({e.strerror or e}: {e.filename!r}); the "
-                         "results above were computed, but the files are incomplete") from None
+        what = repr(e.filename) if e.filename is not None else f"into {out!r}"
+        raise ValueError(f"--out: writing {what} failed ({e.strerror or e}); the results above were computed, but "
+                         "the files are incomplete") from None
 
 
 def _check_growth_sizes(base, values, axis):
@@ -281,15 +306,17 @@ def _check_growth_sizes(base, values, axis):
     from dataclasses import asdict
 
     from .growth import GROWTH_AXES
-    axis = _normalise("axis", axis, GROWTH_AXES, what="size to sweep")
+    axis = _normalise("--axis", axis, GROWTH_AXES, what="size to sweep")
     base = base or Shape(16, 8, 32, 32, 3, 1)
     for v in values:
         try:
             iv = int(v)
         except ValueError:
-            continue                       # error_growth names it
-        if iv >= 1:
-            check_size(Shape.parse({**asdict(base), axis: iv}, f"values ({axis}={iv})"), f"values ({axis}={iv})")
+            iv = 0
+        if iv < 1:
+            raise ValueError(f"--values: {v!r}; expected integers >= 1 for {axis}")
+        where = f"--values ({axis}={iv})"
+        check_size(Shape.parse({**asdict(base), axis: iv}, where), where)
 
 
 def _exponents(text):
@@ -306,89 +333,109 @@ def _exponents(text):
     return _norm_exponents(_split("--exponents", t, ()), "--exponents")
 
 
+# Options whose value may look like a negative number or start with '-' ("--shape -16,4,..." would otherwise be
+# taken for an unknown option): such a value is passed on as "--opt=value", so that its own check names it.
+_VALUE_OPTIONS = ("--shape", "--exponents", "--values", "--scale", "--pad", "--seed", "--threads", "--repeat",
+                  "--permutations", "--threshold", "--block-size", "--hf32-mantissa-bits", "--dist")
+_DASH_VALUE = re.compile(r"^-[\d.]")
+
+
+def _join_dash_values(argv):
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in _VALUE_OPTIONS and i + 1 < len(argv) and _DASH_VALUE.match(argv[i + 1]):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+# The options of the API's argument names, for messages raised below the command line ("axis: ..." is
+# "--axis: ..." to the user).  npz / data: the option given.
+_API_OPTIONS = {"source": "--order-source", "axis": "--axis", "values": "--values", "metric": "--metric",
+                "grads": "--grads", "pad": "--pad", "permutations": "--permutations", "num_threads": "--threads",
+                "repeat": "--repeat", "seed": "--seed", "shapes": "--shape", "scales": "--scale",
+                "distribution": "--dist", "reference": "--reference", "exponents": "--exponents",
+                "threshold": "--threshold"}
+
+
+def _cli_message(msg, a):
+    """``msg`` with a leading API argument name replaced by the option the user typed."""
+    m = re.match(r"([a-z_]+)(?=[: ])", msg)
+    if not m:
+        return msg
+    word = m.group(1)
+    data_opt = "--npz" if getattr(a, "npz", None) is not None else "--data"
+    opt = data_opt if word in ("npz", "data") else _API_OPTIONS.get(word)
+    return opt + msg[len(word):] if opt else msg
+
+
+def _warn_non_finite(res):
+    """A warning on stderr when rows hold NaN / Inf results that the overflow column does not count (NaN from a
+    finite exact value, or NaN / Inf data): their errors cover only the finite elements, so the row can look
+    clean but for its NaN / Inf counts."""
+    rows = [r for r in res.rows if r.get("status") == 0 and r.get("n_nan") is not None]
+    bad = [r for r in rows if (r["n_nan"] or 0) + (r["n_inf"] or 0) > (r["n_overflow"] or 0)]
+    if bad:
+        worst = sum((r["n_nan"] or 0) + (r["n_inf"] or 0) == r["n"] for r in bad)
+        print(f"study: warning: {len(bad)} of {len(rows)} rows have NaN / Inf results that ovf% does not count "
+              f"({worst} with no finite result; see the NaN and Inf columns): the operands or the sums overflowed "
+              "the input dtype or the compute precision C, or the data hold NaN / Inf; their errors cover only "
+              "the finite elements", file=sys.stderr)
+
+
 def cli(argv=None):
-    """``python -m pyconvtbc study [modes|spread|growth|window] [options]``; returns the exit status (0 on
-    success, 2 on a usage error)."""
+    """``python -m pyconvtbc study [modes|spread|growth|window|train] [options]``; returns the exit status (0 on
+    success, 2 on a usage error, 1 when stdout is closed early, e.g. by ``| head``: quietly)."""
+    try:
+        rc = _cli(argv)
+        sys.stdout.flush()                # here, not at exit: a closed pipe is then caught below
+        return rc
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
+
+
+def _silence_stdout():
+    """After EPIPE on stdout: point it at /dev/null, so that the interpreter's final flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):    # stdout without a file descriptor (captured, closed)
+        pass
+
+
+def _cli(argv):
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "train":
         return _train_cli(argv[1:])
     if not argv or argv[0] not in _COMMANDS + ("-h", "--help"):
         argv = ["modes"] + argv
     try:
-        a = _parser().parse_args(argv)
+        a = _parser().parse_args(_join_dash_values(argv))
     except SystemExit as e:       # --help (0) or a usage error (2, message already on stderr)
         return int(e.code or 0)
     try:
-        grid = _grid_from_args(a)
-        scales = [_norm_scale_rule("--scale", s) for s in _split("--scale", a.scale, ())]
-        if not scales:
-            raise ValueError(f"--scale: {a.scale!r} names no scale; expected positive numbers, e.g. 1e-4,1,30")
-        grads = _norm_grads(_split("--grads", a.grads, GRADS), "--grads") if a.grads else None
-        shapes = [check_size(Shape.parse(s, "--shape"), "--shape") for s in a.shape] if a.shape else None
-        _norm_distribution(a.dist, "--dist")
-        _normalise("--reference", a.reference, REFERENCES, what="reference")
-        if a.threads is not None and a.threads < 1:
-            raise ValueError(f"--threads: {a.threads}; expected an integer >= 1")
-        if a.seed < 0:
-            raise ValueError(f"--seed: {a.seed}; expected an integer >= 0")
-        if not 1 <= a.repeat <= 1000:
-            raise ValueError(f"--repeat: {a.repeat}; expected an integer 1..1000")
-        if a.repeat > 1 and a.command in ("spread", "window"):
-            raise ValueError(f"--repeat: {a.command} takes no repeats; expected --repeat with modes or growth")
-        if a.npz is not None and a.data is not None:
-            raise ValueError("--npz and --data: both given; expected one file of operands")
-        if (a.npz is not None or a.data is not None) and a.command == "growth":
-            raise ValueError(f"{'--npz' if a.npz else '--data'}: growth sweeps generated data; expected --shape "
-                             "(the base shape) instead")
-        if (a.npz is not None or a.data is not None) and shapes:
-            raise ValueError("--shape: given with a file of operands; expected one source of data")
-        if a.prefix is not None:
-            _check_prefix(a.prefix, "--prefix")
-        if a.out:
-            _check_out(a.out, a.prefix or default_prefix(a.command), (".csv", ".json", ".md"))
-        det = None if a.non_deterministic else True
-        common = dict(grid=grid, distribution=a.dist, seed=a.seed, reference=a.reference,
-                      num_threads=a.threads, progress=a.progress)
-        files = dict(npz=a.npz, data=a.data, pad=a.pad)
-        if a.command == "modes":
-            res = run_study(shapes, scales=scales, grads=grads or GRADS, repeat=a.repeat, deterministic=det,
-                            **files, **common)
-        elif a.command == "spread":
-            _norm_permutations(a.permutations, "--permutations")
-            if a.non_deterministic:   # the spread's orders come from --order-source / --fixed-order instead
-                raise ValueError("--non-deterministic: spread takes its orders from --order-source (model: sampled "
-                                 "orders of the terms; operator: the operator's own non-deterministic mode, N calls) "
-                                 "and --fixed-order; expected --order-source operator")
-            res = reduction_order_spread(shapes, scales=scales, grads=grads or ("gradInput", "gradWeight"),
-                                         permutations=a.permutations, deterministic=a.fixed_order,
-                                         source=a.order_source, **files, **common)
-        elif a.command == "window":
-            if scales != [1.0]:
-                raise ValueError("--scale: window sweeps the scales itself; expected --exponents instead")
-            res = scale_window(shapes, exponents=_exponents(a.exponents),
-                               threshold=_norm_threshold(a.threshold, "--threshold"),
-                               grads=grads or ("gradWeight",), deterministic=det, **files, **common)
-        else:
-            if shapes and len(shapes) > 1:
-                raise ValueError("--shape: growth takes one base shape; expected a single --shape")
-            if len(scales) > 1:
-                raise ValueError("--scale: growth takes one scale; expected a single value")
-            vals = _split("--values", a.values, ())
-            _check_growth_sizes(shapes[0] if shapes else None, vals, a.axis)
-            res = error_growth(shapes[0] if shapes else None, vals, a.axis, scale=scales[0], grads=grads or GRADS,
-                               metric=a.metric, repeat=a.repeat, deterministic=det, **common)
+        res = _run(a)
     except (ValueError, OSError) as e:
-        print(f"study: error: {e}", file=sys.stderr)
+        print(f"study: error: {_cli_message(str(e), a)}", file=sys.stderr)
         return 2
     except MemoryError:
-        print("study: error: the problem does not fit in memory; expected smaller --shape sizes", file=sys.stderr)
+        print("study: error: the problem does not fit in memory; expected smaller --shape sizes"
+              + (" or fewer --permutations" if a.command == "spread" else ""), file=sys.stderr)
         return 2
     res.meta["command"] = "python -m pyconvtbc study " + " ".join(shlex.quote(s) for s in argv)
     print(res.table())
     if a.magnitudes and res.kind == "modes":
         print("\n# magnitudes: share of each tensor's non-zero values in each range of a format")
         print(res.magnitude_table())
-    if a.out:
+    if res.kind != "window":              # (the window study scans into overflow on purpose)
+        sys.stdout.flush()                # the table before the warning
+        _warn_non_finite(res)
+    if a.out is not None:
         try:
             made = _save(res, a.out, a.prefix, not a.no_plots)
         except ValueError as e:
@@ -399,3 +446,93 @@ def cli(argv=None):
         if not a.no_plots and not made["plots"]:
             print("(plots skipped: matplotlib is not installed; pip install 'pyconvtbc[plot]')")
     return 0
+
+
+def _run(a):
+    """Check every option (usage errors before any computing), then run the study; its StudyResult."""
+    from_file = a.npz is not None or a.data is not None
+    grid = _grid_from_args(a)
+    scales = [_norm_scale_rule("--scale", s) for s in _split("--scale", a.scale, ())]
+    if not scales:
+        raise ValueError(f"--scale: {a.scale!r} names no scale; expected positive numbers, e.g. 1e-4,1,30")
+    grads = _norm_grads(_split("--grads", a.grads, GRADS), "--grads") if a.grads is not None else None
+    shapes = [check_size(Shape.parse(s, "--shape"), "--shape") for s in a.shape] if a.shape else None
+    dist = "normal" if a.dist is None else a.dist
+    seed = 0 if a.seed is None else a.seed
+    _norm_distribution(dist, "--dist")
+    _normalise("--reference", a.reference, REFERENCES, what="reference")
+    if a.threads is not None and not 1 <= a.threads <= MAX_THREADS:
+        raise ValueError(f"--threads: {a.threads}; expected an integer in [1, {MAX_THREADS}]")
+    if seed < 0:
+        raise ValueError(f"--seed: {seed}; expected an integer >= 0")
+    if not 1 <= a.repeat <= 1000:
+        raise ValueError(f"--repeat: {a.repeat}; expected an integer 1..1000")
+    if a.repeat > 1 and a.command in ("spread", "window"):
+        raise ValueError(f"--repeat: {a.command} takes no repeats; expected --repeat with modes or growth")
+    if a.magnitudes and a.command != "modes":
+        raise ValueError(f"--magnitudes: {a.command} has no magnitude view; expected --magnitudes with modes (the "
+                         "per-mode table)")
+    if a.npz is not None and a.data is not None:
+        raise ValueError("--npz and --data: both given; expected one file of operands")
+    if from_file and a.command == "growth":
+        raise ValueError(f"{'--npz' if a.npz else '--data'}: growth sweeps generated data; expected --shape "
+                         "(the base shape) instead")
+    if from_file and shapes:
+        raise ValueError("--shape: given with a file of operands; expected one source of data")
+    if a.pad is not None and not from_file:
+        raise ValueError(f"--pad: {a.pad}; it only applies with --npz or --data (it overrides the file's pad); "
+                         "for generated data, expected the pad as the 6th size of --shape T,B,Cin,Cout,K,pad")
+    if a.pad is not None and not 0 <= a.pad <= 255:
+        raise ValueError(f"--pad: {a.pad}; expected an integer in [0, 255]")
+    data_opt = "--npz" if a.npz is not None else "--data"
+    if from_file and a.dist is not None:
+        raise ValueError(f"--dist: the data come from {data_opt}; expected --dist only with generated data "
+                         "(--shape)")
+    seed_orders = a.command == "spread" and not a.fixed_order and a.order_source.strip().lower() == "model"
+    if from_file and a.seed is not None and not seed_orders:
+        raise ValueError(f"--seed: the data come from {data_opt}; expected --seed only with generated data "
+                         "(--shape) or spread's model orders")
+    if a.repeat > 1 and from_file:
+        raise ValueError(f"--repeat: {a.repeat}; repeats draw new random data, expected 1 with {data_opt}")
+    if a.prefix is not None:
+        _check_prefix(a.prefix, "--prefix")
+    if a.command == "spread":
+        _norm_permutations(a.permutations, "--permutations")
+        _normalise("--order-source", a.order_source, ORDER_SOURCES, what="order source")
+        if a.non_deterministic:   # the spread's orders come from --order-source / --fixed-order instead
+            raise ValueError("--non-deterministic: spread takes its orders from --order-source (model: sampled "
+                             "orders of the terms; operator: the operator's own non-deterministic mode, N calls) "
+                             "and --fixed-order; expected --order-source operator")
+    elif a.command == "window":
+        if scales != [1.0]:
+            raise ValueError("--scale: window sweeps the scales itself; expected --exponents instead")
+        exponents = _exponents(a.exponents)
+        threshold = _norm_threshold(a.threshold, "--threshold")
+    elif a.command == "growth":
+        if shapes and len(shapes) > 1:
+            raise ValueError("--shape: growth takes one base shape; expected a single --shape")
+        if len(scales) > 1:
+            raise ValueError("--scale: growth takes one scale; expected a single value")
+        vals = _split("--values", a.values, ())
+        _check_growth_sizes(shapes[0] if shapes else None, vals, a.axis)
+        _normalise("--metric", a.metric, _GROWTH_METRICS, what="metric")
+    if a.out is not None:
+        kind_grads = grads or {"spread": ("gradInput", "gradWeight"), "window": ("gradWeight",)}.get(a.command, GRADS)
+        _check_out(a.out, a.prefix or default_prefix(a.command), (".csv", ".json", ".md"),
+                   [] if a.no_plots else plot_names(a.command, kind_grads))
+    det = None if a.non_deterministic else True
+    common = dict(grid=grid, distribution=dist, seed=seed, reference=a.reference, num_threads=a.threads,
+                  progress=a.progress)
+    files = dict(npz=a.npz, data=a.data, pad=a.pad)
+    if a.command == "modes":
+        return run_study(shapes, scales=scales, grads=grads or GRADS, repeat=a.repeat, deterministic=det, **files,
+                         **common)
+    if a.command == "spread":
+        return reduction_order_spread(shapes, scales=scales, grads=grads or ("gradInput", "gradWeight"),
+                                      permutations=a.permutations, deterministic=a.fixed_order,
+                                      source=a.order_source, **files, **common)
+    if a.command == "window":
+        return scale_window(shapes, exponents=exponents, threshold=threshold, grads=grads or ("gradWeight",),
+                            deterministic=det, **files, **common)
+    return error_growth(shapes[0] if shapes else None, vals, a.axis, scale=scales[0], grads=grads or GRADS,
+                        metric=a.metric, repeat=a.repeat, deterministic=det, **common)

@@ -48,7 +48,12 @@ class Shape:
         elif isinstance(spec, dict):
             vals = dict(spec)
         elif isinstance(spec, str):
-            parts = [p.strip() for p in spec.replace("x", ",").split(",") if p.strip()]
+            parts = [p.strip() for p in spec.strip().replace("x", ",").split(",")]
+            if parts == [""]:
+                parts = []
+            if any(not p for p in parts):
+                raise ValueError(f"{argname}: {spec!r} has an empty item; expected T,B,Cin,Cout,K[,pad] "
+                                 "(e.g. 64,8,64,64,3,1)")
             if parts and all("=" in p for p in parts):
                 vals = {}
                 for p in parts:
@@ -63,27 +68,43 @@ class Shape:
                 vals = None
         names = ("T", "B", "Cin", "Cout", "K", "pad")
         expected = "T,B,Cin,Cout,K[,pad] (e.g. 64,8,64,64,3,1) or T=..,B=..,Cin=..,Cout=..,K=..[,pad=..]"
+        shown = _spec_text(spec)
         if isinstance(vals, list):
             if len(vals) not in (5, 6):
-                raise ValueError(f"{argname}: {spec!r} has {len(vals)} sizes; expected {expected}")
+                raise ValueError(f"{argname}: {shown} has {len(vals)} sizes; expected {expected}")
             vals = dict(zip(names, vals))
         if not isinstance(vals, dict) or not set(vals) <= set(names) or not set(names[:5]) <= set(vals):
-            raise ValueError(f"{argname}: {spec!r} is not a shape; expected {expected}")
+            raise ValueError(f"{argname}: {shown} is not a shape; expected {expected}")
         out = {}
         for k in names:
             v = vals.get(k, 0)
             out[k] = _as_whole(v)
             if out[k] is None:
-                raise ValueError(f"{argname}: {k}={v!r} in {spec!r} is not an integer")
+                raise ValueError(f"{argname}: {k}={v!r} in {shown} is not an integer")
         s = cls(**out)
         for k in names[:5]:
             if getattr(s, k) < 1:
-                raise ValueError(f"{argname}: {k}={getattr(s, k)} in {spec!r}; expected >= 1")
+                raise ValueError(f"{argname}: {k}={getattr(s, k)} in {shown}; expected >= 1")
         if not 0 <= s.pad <= 255:
-            raise ValueError(f"{argname}: pad={s.pad} in {spec!r}; expected 0 <= pad <= 255")
+            raise ValueError(f"{argname}: pad={s.pad} in {shown}; expected 0 <= pad <= 255")
         if s.T_out < 1:
-            raise ValueError(f"{argname}: {spec!r} gives T_out = T + 2*pad - K + 1 = {s.T_out}; expected >= 1")
+            raise ValueError(f"{argname}: {shown} gives T_out = T + 2*pad - K + 1 = {s.T_out}; expected >= 1")
         return s
+
+
+def _spec_text(spec):
+    """A shape specification as the user would write it, for messages: 'T,B,...' text quoted as given; a dict,
+    Shape or sequence as 'T=8,B=2,...' / '8,2,...' (not a Python repr)."""
+    if isinstance(spec, str):
+        return repr(spec)
+    if isinstance(spec, Shape):
+        spec = asdict(spec)
+    if isinstance(spec, dict):
+        return "'" + ",".join(f"{k}={v}" for k, v in spec.items()) + "'"
+    try:
+        return "'" + ",".join(str(v) for v in spec) + "'"
+    except TypeError:
+        return repr(spec)
 
 
 DEFAULT_SHAPE = Shape(64, 8, 64, 64, 3, 1)
@@ -176,12 +197,23 @@ def _as_f64(a, where):
     return a.astype(np.float64)
 
 
-def _check_arrays(arrays, pad, where):
-    """The problem's Shape, after checking that the operands fit together (ValueError naming ``where``)."""
+def _check_arrays(arrays, pad, where, pad_given=False):
+    """The problem's Shape, after checking that the operands fit together (ValueError naming ``where``; naming
+    ``pad`` when ``pad_given``: the caller's pad, which overrides the file's, does not fit the arrays)."""
     x, w, dy = arrays["input"], arrays["weight"], arrays["grad_output"]
     if x.ndim != 3 or w.ndim != 3 or dy.ndim != 3:
         raise ValueError(f"data: {where}: input {x.shape}, weight {w.shape}, grad_output {dy.shape}; expected "
                          "3-D arrays (T,B,Cin), (K,Cin,Cout), (T_out,B,Cout)")
+    if pad_given:
+        p = _as_whole(pad)
+        if p is None or not 0 <= p <= 255:
+            raise ValueError(f"pad: {pad!r}; expected an integer in [0, 255] (it overrides the pad of {where})")
+        need = dy.shape[0] - x.shape[0] + w.shape[0] - 1          # = 2 * pad, from T_out = T + 2*pad - K + 1
+        if need != 2 * p:
+            fits = f"need pad {need // 2}" if need >= 0 and need % 2 == 0 else "fit no pad"
+            raise ValueError(f"pad: {p} does not fit {where}: its input {x.shape}, weight {w.shape} and "
+                             f"grad_output {dy.shape} {fits}; expected that pad, or none (the file's own)")
+        pad = p
     shape = Shape.parse((x.shape[0], x.shape[1], x.shape[2], w.shape[2], w.shape[0], pad), argname=f"data {where}")
     if w.shape[1] != x.shape[2] or dy.shape != (shape.T_out, shape.B, shape.Cout):
         raise ValueError(f"data: {where}: input {x.shape}, weight {w.shape}, grad_output {dy.shape} with pad "
@@ -233,8 +265,9 @@ def _read_npz(path, pad):
     with z:
         files = set(z.files)
         arrays = _pick(lambda n: z[n], files, repr(str(path)))
+        given = pad is not None
         pad = _pad_of(z["pad"] if "pad" in files else None, pad, repr(str(path)))
-    return arrays, _check_arrays(arrays, pad, repr(str(path)))
+    return arrays, _check_arrays(arrays, pad, repr(str(path)), given)
 
 
 def load_data(path, pad=None):
@@ -257,11 +290,19 @@ def load_data(path, pad=None):
             return _np_load(files[n], "data", ".npy")
         arrays = _pick(get, set(files), repr(p))
         pd = _pad_of(get("pad") if "pad" in files else None, pad, repr(p))
-        return [(base, arrays, _check_arrays(arrays, pd, repr(p)))]
+        return [(base, arrays, _check_arrays(arrays, pd, repr(p), pad is not None))]
     if p.endswith(".pt") or p.endswith(".pth"):
         return _load_pt(p, pad)
     arrays, shape = _read_npz(p, pad)
     return [(base, arrays, shape)]
+
+
+def _first_sentence(e, limit=120):
+    """The first sentence of an exception's message, on one line (torch's load errors run to paragraphs)."""
+    text = " ".join(str(e).split())
+    cut = text.find(". ")
+    text = text[:cut] if cut > 0 else text.rstrip(".")
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _load_pt(path, pad):
@@ -272,8 +313,9 @@ def _load_pt(path, pad):
                          "(pip install 'pyconvtbc[torch]')") from None
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:       # torch raises many kinds for a bad file
-        raise ValueError(f"data: {path!r} is not a readable torch file ({type(e).__name__}: {e})") from None
+    except Exception as e:       # torch raises many kinds for a bad file, some with pages of advice
+        raise ValueError(f"data: {path!r} is not a readable torch file ({type(e).__name__}: {_first_sentence(e)}); "
+                         f"expected {_EXPECT_FILES}") from None
     recs = obj if isinstance(obj, (list, tuple)) else [obj]
     out = []
     for i, rec in enumerate(recs):
@@ -283,7 +325,7 @@ def _load_pt(path, pad):
         arrays = _pick(rec.__getitem__, set(rec), where)
         pd = _pad_of(rec.get("pad"), pad, where)
         name = str(rec.get("name", f"{os.path.basename(path)}[{i}]" if len(recs) > 1 else os.path.basename(path)))
-        out.append((name, arrays, _check_arrays(arrays, pd, where)))
+        out.append((name, arrays, _check_arrays(arrays, pd, where, pad is not None)))
     if not out:
         raise ValueError(f"data: {path!r} holds no problems; expected {_EXPECT_FILES}")
     return out
@@ -388,7 +430,7 @@ def _records(data, pad):
             raise ValueError(f"data: {where} is a {type(rec).__name__}; expected a dict with grad_output, input, "
                              "weight [, bias, pad, name]")
         arrays = _pick(rec.__getitem__, set(rec), where)
-        shape = _check_arrays(arrays, _pad_of(rec.get("pad"), pad, where), where)
+        shape = _check_arrays(arrays, _pad_of(rec.get("pad"), pad, where), where, pad is not None)
         out.append((str(rec.get("name", f"layer{i}")), arrays, shape))
     return out
 

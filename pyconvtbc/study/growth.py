@@ -39,7 +39,7 @@ def error_growth(base_shape=None, values=(16, 64, 256, 1024), axis="T", grid=Non
     shapes = [check_size(Shape.parse({**asdict(base), axis: v}, f"values ({axis}={v})"), f"values ({axis}={v})")
               for v in vals]
     grid = _as_grid(grid)
-    grads, reference, deterministic = _check_common(grads, reference, deterministic)
+    grads, reference, deterministic = _check_common(grads, reference, deterministic, num_threads)
     cells = grid.cells()
     seeds = _seeds(seed, repeat, False)
     problems = _problems(shapes, None, distribution, [scale], seeds)

@@ -20,13 +20,14 @@ def run_study(shapes=None, grid=None, *, npz=None, data=None, pad=None, distribu
     or a list of dicts of arrays, one problem per record (a captured model: one per layer call); scales: numbers
     (multiply all the data) and / or 'amax[:FRAC]' (per mode, grad_output times the power of two that puts the
     exact gradWeight's largest magnitude in (FRAC/2, FRAC] of its format's largest finite value; FRAC 0.5 by
-    default); repeat: the number of seeds (seed, seed+1, ...) whose results are averaged, with 95 % intervals;
+    default; lowered where grad_output itself would pass FRAC of the input dtype's or the compute precision's
+    range); repeat: the number of seeds (seed, seed+1, ...) whose results are averaged, with 95 % intervals;
     grid: a ``Grid`` or a dict of its axes; deterministic: passed to the operator (None: the profile's
     default); progress: True / False / 'auto' (stderr is a terminal).
     Returns a ``StudyResult`` (``.table()``, ``.save(dir)``, ``.rows``).
     """
     grid = _as_grid(grid)
-    grads, reference, deterministic = _check_common(grads, reference, deterministic)
+    grads, reference, deterministic = _check_common(grads, reference, deterministic, num_threads)
     seeds = _seeds(seed, repeat, npz is not None or data is not None)
     problems = _problems(shapes, npz, distribution, scales, seeds, pad, data)
     rows, samples = _sweep("study", problems, grid.cells(), grads, reference, deterministic, num_threads, progress)

@@ -55,9 +55,22 @@ def plot_result(result, outdir, prefix=None):
             continue
         FigureCanvasAgg(fig)
         p = os.path.join(outdir, f"{prefix}_{name}.png")
-        fig.savefig(p, dpi=100, bbox_inches="tight", metadata={"Software": None})
+        try:
+            fig.savefig(p, dpi=100, bbox_inches="tight", metadata={"Software": None})
+        except OSError as e:              # a write / close error names no file: name the plot
+            if e.filename is None:
+                e.filename = p
+            raise
         paths.append(p)
     return paths
+
+
+def plot_names(kind, grads):
+    """The names (``<prefix>_<name>.png``) of the plots a study of ``kind`` with ``grads`` may write, so that the
+    command line can check them before computing."""
+    if kind == "modes":
+        return ["error_by_mode"] + [f"ulp_hist_{g}" for g in grads] + ["magnitudes"]
+    return {"spread": ["spread_vs_error"], "growth": ["growth"], "window": ["window"], "train": ["loss"]}[kind]
 
 
 def _mode_key(row):

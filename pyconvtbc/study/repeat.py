@@ -1,4 +1,5 @@
-"""Repeats over seeds: each row's metrics as a mean with a 95 % confidence interval (Student's t)."""
+"""Repeats over seeds: each row's metrics as a mean with a 95 % confidence interval (Student's t), cut to the
+range the metric cannot leave (>= 0 for every metric, <= 1 for the shares)."""
 from __future__ import annotations
 
 import math
@@ -26,9 +27,10 @@ def t_quantile(df):
     return _T975[max(d for d in _T975 if d <= df)]
 
 
-def mean_interval(values):
+def mean_interval(values, bounds=(None, None)):
     """(mean, low, high) of the 95 % t-interval of the mean of ``values`` (None values dropped); low = high =
-    mean for one value; (None, None, None) for none."""
+    mean for one value; (None, None, None) for none.  ``bounds`` = (lo, hi): the range the quantity cannot leave
+    (e.g. (0, None) for an error, (0, 1) for a fraction); the interval is cut to it (None: no bound)."""
     v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
     if not v.size:
         return None, None, None
@@ -36,7 +38,17 @@ def mean_interval(values):
     if v.size == 1:
         return m, m, m
     half = t_quantile(v.size - 1) * float(v.std(ddof=1)) / math.sqrt(v.size)
-    return m, m - half, m + half
+    lo, hi = m - half, m + half
+    if bounds[0] is not None:
+        lo = max(lo, bounds[0])
+    if bounds[1] is not None:
+        hi = min(hi, bounds[1])
+    return m, lo, hi
+
+
+def _bounds(key):
+    """Every repeated metric is >= 0 by definition (errors, ULP distances, counts, spreads); shares are <= 1."""
+    return (0.0, 1.0) if key.startswith("frac_") else (0.0, None)
 
 
 def aggregate(rows, samples):
@@ -62,7 +74,7 @@ def aggregate(rows, samples):
         for k in _REPEATED:
             if k not in first:
                 continue
-            m, lo, hi = mean_interval([rows[i][k] for i in idx])
+            m, lo, hi = mean_interval([rows[i][k] for i in idx], _bounds(k))
             row[k], row[f"{k}_lo"], row[f"{k}_hi"] = m, lo, hi
         out_rows.append(row)
         out_samples.append(samples[idx[0]])

@@ -12,8 +12,8 @@ import numpy as np
 from .choices import _uniq
 from .metrics import _SPREAD_KEYS
 from .plots import plot_result
-from .table import (_HEAD, _METRICS, _MODE_FIELDS, _PROBLEM_FIELDS, _REPEAT_METRICS, _fmt_interval, _fmt_value,
-                    _render)
+from .table import (_HEAD, _METRICS, _MODE_FIELDS, _PROBLEM_FIELDS, _REPEAT_METRICS, _clipped, _fmt_interval,
+                    _fmt_value, _render)
 
 _DEFINITIONS = """\
 - error of each gradient against a float64 reference; `max abs` = max |c - r|, `max rel` = max |c - r| / |r|
@@ -50,6 +50,17 @@ def _check_prefix(prefix, argname="prefix"):
         raise ValueError(f"{argname}: {prefix!r} is not a plain file name; expected a name without a directory "
                          "part (the files are written inside --out)")
     return prefix
+
+
+def _writing(write, path, *args):
+    """``write(path, *args)``, with ``path`` on an OSError that names no file (ENOSPC and the like are raised by
+    write() or close(), whose errors carry no file name)."""
+    try:
+        return write(path, *args)
+    except OSError as e:
+        if e.filename is None:
+            e.filename = os.fspath(path)
+        raise
 
 
 def default_prefix(kind):
@@ -115,7 +126,10 @@ class StudyResult:
         _, constant = self._context_columns()
         lines = []
         if self.meta.get("repeats", 1) > 1:
-            lines.append(f"repeats: {self.meta['repeats']} seeds, mean ±half-width of the 95 % interval (t)")
+            shown = [self.meta.get("metric", "rel_fro")] if self.kind == "growth" else list(_REPEAT_METRICS)
+            cut = any(_clipped(r, k) for r in self.rows for k in shown)
+            lines.append(f"repeats: {self.meta['repeats']} seeds, mean ±half-width of the 95 % interval (t)"
+                         + ("; [lo, hi]: an interval cut at 0 (or 100 %)" if cut else ""))
         if self.kind == "window":
             ex = self.meta.get("exponents", [])
             lines.append(f"scales: 2^{ex[0]}..2^{ex[-1]}" if ex else "scales: none")
@@ -208,14 +222,21 @@ class StudyResult:
         """The result as a plain-text table (constant settings on the lines above it)."""
         headers, cells = self._table_cells()
         title = {"modes": "per-mode error vs float64 reference",
-                 "spread": f"reduction-order spread ({self.meta.get('permutations')} orders"
-                           f"{', from the operator' if self.meta.get('order_source') == 'operator' else ''}) next "
-                           "to the mode's error, in ULPs of the output format",
+                 "spread": f"reduction-order spread ({self._spread_runs()}) next to the mode's error, in ULPs of "
+                           "the output format",
                  "growth": f"{self.meta.get('metric', 'rel_fro')} vs {self.meta.get('axis', 'T')} "
                            "(slope: d log(error) / d log(reduction length))",
                  "window": f"scale window: grad_output scales 2^e where overflow and sub-normal fractions are both "
                            f"<= {self.meta.get('threshold', 0):g}"}[self.kind]
         return "\n".join([f"# {title}", "# " + " | ".join(self.header_lines()), _render(headers, cells)])
+
+    def _spread_runs(self):
+        """What the spread compares: N orders (sampled, or the operator's), or N runs in one fixed order."""
+        n, m = self.meta.get("permutations"), self.meta
+        operator = m.get("order_source") == "operator"
+        if m.get("order") == "fixed":
+            return f"{n} deterministic calls of the operator" if operator else f"{n} runs in one fixed order"
+        return f"{n} orders{', from the operator' if operator else ''}"
 
     def magnitude_table(self, markdown=False):
         """Where each operand's and exact gradient's values lie against each format's limits (modes only; ''
@@ -291,9 +312,9 @@ class StudyResult:
         prefix = prefix or default_prefix(self.kind)
         _check_prefix(prefix)
         os.makedirs(outdir, exist_ok=True)
-        made = {"csv": self.to_csv(os.path.join(outdir, f"{prefix}.csv")),
-                "json": self.to_json(os.path.join(outdir, f"{prefix}.json"))}
-        pngs = self.plot(os.path.join(outdir, "plots"), prefix) if plots else []
+        made = {"csv": _writing(self.to_csv, os.path.join(outdir, f"{prefix}.csv")),
+                "json": _writing(self.to_json, os.path.join(outdir, f"{prefix}.json"))}
+        pngs = self.plot(os.path.join(outdir, "plots"), prefix) if plots else []    # (names its file on error)
         made["plots"] = pngs
-        made["md"] = self.to_markdown(os.path.join(outdir, f"{prefix}.md"), pngs)
+        made["md"] = _writing(self.to_markdown, os.path.join(outdir, f"{prefix}.md"), pngs)
         return made

@@ -8,7 +8,7 @@ from .. import codecs, formats as _reg
 from ..codecs import round_to_hf32
 from .choices import (_COMPUTE_BY_NAME, _GRAD_ALIASES, GRADS, INPUT_DTYPES, _norm_bool, _norm_permutations,
                       _normalise)
-from .data import Shape, _problems
+from .data import MAX_ELEMENTS, Shape, _problems
 from .grid import _as_grid
 from .metrics import _SPREAD_KEYS, _fmt_name, _spread_stats
 from .report import StudyResult
@@ -79,6 +79,18 @@ def _term_chunks(grad, dy, x, w, pad):
             yield slice(t0, t1), P.reshape(K * Cout, -1)
 
 
+def _check_runs_fit(permutations, shape, grad, argname="permutations"):
+    """ValueError naming ``argname`` when ``permutations`` results of ``grad`` (and the orders of its terms) would
+    not fit in memory: at most ``MAX_ELEMENTS`` values, as for each array of a study."""
+    elems = {"gradInput": shape.T * shape.B * shape.Cin, "gradWeight": shape.K * shape.Cin * shape.Cout,
+             "gradBias": shape.Cout}[grad]
+    n = max(elems, shape.reduction_length(grad))
+    if permutations * n > MAX_ELEMENTS:
+        raise ValueError(f"{argname}: {permutations} orders of {grad} at {shape.label} hold {permutations * n} "
+                         f"values ({permutations * n * 8 / 2 ** 30:.3g} GiB in float64); expected at most "
+                         f"{max(1, MAX_ELEMENTS // n)} orders at this shape")
+
+
 def permuted_gradients(grad_output, input, weight, pad=0, *, grad="gradWeight", compute="FP32", permutations=1,
                        seed=0, deterministic=False, out_format=None, hf32_mantissa_bits=11,
                        hf32_rounding="half_away", hif8_rounding="ta", saturate=False):
@@ -106,7 +118,9 @@ def permuted_gradients(grad_output, input, weight, pad=0, *, grad="gradWeight", 
     if grad != "gradBias":
         dy, x, w = (_round_to_compute(a, compute, hf32_mantissa_bits, hf32_rounding) for a in (dy, x, w))
     shape = {"gradInput": x.shape, "gradWeight": w.shape, "gradBias": (w.shape[2],)}[grad]
-    n_terms = Shape(x.shape[0], x.shape[1], x.shape[2], w.shape[2], w.shape[0], pad).reduction_length(grad)
+    shp = Shape(x.shape[0], x.shape[1], x.shape[2], w.shape[2], w.shape[0], pad)
+    _check_runs_fit(permutations, shp, grad)
+    n_terms = shp.reduction_length(grad)
     rng = np.random.default_rng(seed)
     orders = [np.arange(n_terms) if deterministic else rng.permutation(n_terms) for _ in range(permutations)]
     out = np.empty((permutations,) + tuple(shape), np.float64)
@@ -157,13 +171,16 @@ def reduction_order_spread(shapes=None, grid=None, *, permutations=20, determini
     every run uses the same order, the spread is 0.
     """
     grid = _as_grid(grid)
-    grads, reference, _ = _check_common(grads, reference, True)
+    grads, reference, _ = _check_common(grads, reference, True, num_threads)
     _no_forward(grads, "the forward has one accumulation order (always deterministic), so no spread")
     _norm_permutations(permutations)
     deterministic = _norm_bool("deterministic", deterministic)
     source = _normalise("source", source, ORDER_SOURCES, what="order source")
     order = "fixed" if deterministic else "random"
     problems = _problems(shapes, npz, distribution, scales, seed, pad, data)
+    for p in problems:                    # before any computing: the N results of each gradient must fit
+        for g in grads:
+            _check_runs_fit(permutations, p.shape, g)
 
     def add_spread(p, c, rows):
         for row in rows:

@@ -11,17 +11,23 @@ from .._op_conv_tbc import conv_tbc as conv_tbc_forward
 from ..api import conv_tbc_backward
 from ..codecs import round_to_hf32
 from ..status import AclnnError
-from .choices import CUBE_MATH_TYPES, FORWARD, GRADS, REFERENCES, _norm_bool, _norm_grads, _normalise
+from .choices import (CUBE_MATH_TYPES, FORWARD, GRADS, REFERENCES, _norm_bool, _norm_grads, _norm_threads,
+                      _normalise)
 from .metrics import _METRIC_KEYS, error_metrics, format_limits
 from .progress import _Progress
 
 _SAMPLE_MAX = 20000
 
 
+# The format whose range bounds a compute precision's operands (FP32 and HF32 share float32's exponent range).
+_COMPUTE_RANGE = {"FP32": "float32", "HF32": "float32", "FP16": "float16", "BF16": "bfloat16"}
+
+
 def _amax_scale(problem, cell, reference):
     """The power-of-two grad_output scale of an 'amax:FRAC' problem for ``cell``: the largest 2^e with
     2^e * max|exact gradWeight| <= FRAC * (largest finite value of gradWeight's output format), and 2^e *
-    max|grad_output| <= FRAC * (largest finite value of the input dtype); 1 without amax."""
+    max|grad_output| <= FRAC * (largest finite value of the input dtype and of the compute precision C: under
+    USE_FP16 the operands are fp16, so an fp32 gradWeight's ~2^120 would make them overflow); 1 without amax."""
     frac = problem.amax
     if frac is None:
         return 1.0
@@ -35,7 +41,9 @@ def _amax_scale(problem, cell, reference):
     dy = np.abs(problem.source["grad_output"])
     dy_max = float(dy[np.isfinite(dy)].max()) if dy.size else 0.0
     if dy_max > 0:
-        e = min(e, math.floor(math.log2(frac * format_limits(cell.input_dtype)["largest_finite"] / dy_max)))
+        fmts = [cell.input_dtype] + ([_COMPUTE_RANGE[cell.compute]] if cell.compute in _COMPUTE_RANGE else [])
+        for f in fmts:
+            e = min(e, math.floor(math.log2(frac * format_limits(f)["largest_finite"] / dy_max)))
     return 2.0 ** e
 
 
@@ -154,7 +162,8 @@ def _no_forward(grads, why):
         raise ValueError(f"grads: {FORWARD!r}: {why}; expected gradInput, gradWeight or gradBias")
 
 
-def _check_common(grads, reference, deterministic):
+def _check_common(grads, reference, deterministic, num_threads=None):
+    _norm_threads(num_threads)
     grads = _norm_grads(grads)
     reference = _normalise("reference", reference, REFERENCES, what="reference")
     if deterministic is not None:

@@ -55,13 +55,29 @@ def _fmt_value(key, v):
     return str(v)
 
 
+def _clipped(row, key):
+    """Whether the 95 % interval of ``key`` in ``row`` was cut at the metric's bound (0, or 1 for a share): it is
+    then not symmetric about the mean."""
+    m, lo, hi = row.get(key), row.get(f"{key}_lo"), row.get(f"{key}_hi")
+    if m is None or lo is None or hi is None:
+        return False
+    return not math.isclose(m - lo, hi - m, rel_tol=1e-6, abs_tol=1e-300)
+
+
 def _fmt_interval(key, row):
-    """A repeated metric as 'mean +-half' (half the width of its 95 % interval; '-' when missing)."""
+    """A repeated metric as 'mean +-half' (half the width of its 95 % interval), or 'mean [lo, hi]' when the
+    interval was cut at the metric's bound (0, or 1 for a share); '-' when missing."""
     m, lo, hi = row.get(key), row.get(f"{key}_lo"), row.get(f"{key}_hi")
     if m is None:
         return "-"
     if lo is None or hi is None:
         return _fmt_value(key, m)
+    if _clipped(row, key):
+        if key in _FRACTIONS:
+            return f"{_percent(m)} [{_percent(lo)}, {_percent(hi)}]"
+        if key == "n_ulp":
+            return f"{m:.0f} [{lo:.2g}, {hi:.2g}]"
+        return f"{_fmt_value(key, float(m))} [{lo:.2g}, {hi:.2g}]"
     half = (hi - lo) / 2
     if key in _FRACTIONS:
         return f"{_percent(m)} ±{_percent(min(half, 1.0))}"

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from .choices import SOCS, _as_list, _normalise, _uniq
-from .report import _check_prefix, default_prefix
+from .report import _check_prefix, _writing, default_prefix
 
 # name -> (emulation keywords or None for torch.conv_tbc, autocast dtype name or None, description)
 TRAIN_MODES = {
@@ -278,17 +278,23 @@ class TrainResult:
         out = {"csv": os.path.join(outdir, f"{prefix}.csv"), "json": os.path.join(outdir, f"{prefix}.json"),
                "plots": []}
         modes = list(self.curves)
-        with open(out["csv"], "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["step"] + [f"loss[{m}]" for m in modes] + [f"seconds[{m}]" for m in modes])
-            for i in range(self.meta["steps"]):
-                w.writerow([i + 1] + [repr(self.curves[m][i]) for m in modes]
-                           + [f"{self.times[m][i]:.6f}" for m in modes])
-        with open(out["json"], "w") as fh:
-            json.dump({"meta": self.meta, "curves": self.curves, "times": self.times,
-                       "summary": self.summary_rows()}, fh, indent=1)
+
+        def write_csv(path):
+            with open(path, "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(["step"] + [f"loss[{m}]" for m in modes] + [f"seconds[{m}]" for m in modes])
+                for i in range(self.meta["steps"]):
+                    w.writerow([i + 1] + [repr(self.curves[m][i]) for m in modes]
+                               + [f"{self.times[m][i]:.6f}" for m in modes])
+
+        def write_json(path):
+            with open(path, "w") as fh:
+                json.dump({"meta": self.meta, "curves": self.curves, "times": self.times,
+                           "summary": self.summary_rows()}, fh, indent=1)
+        _writing(write_csv, out["csv"])
+        _writing(write_json, out["json"])
         if plots:
-            p = self.plot(os.path.join(outdir, "plots", f"{prefix}_loss.png"))
+            p = _writing(self.plot, os.path.join(outdir, "plots", f"{prefix}_loss.png"))
             if p:
                 out["plots"].append(p)
         return out

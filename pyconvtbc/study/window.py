@@ -51,7 +51,7 @@ def scale_window(shapes=None, grid=None, *, exponents=DEFAULT_EXPONENTS, thresho
     at ``best_at``, ``worst`` (the largest rel_fro inside).
     """
     grid = _as_grid(grid)
-    grads, reference, deterministic = _check_common(grads, reference, deterministic)
+    grads, reference, deterministic = _check_common(grads, reference, deterministic, num_threads)
     _no_forward(grads, "the forward does not read grad_output, whose scale the window sweeps")
     exps = _norm_exponents(exponents)
     thr = _norm_threshold(threshold)
