@@ -59,7 +59,11 @@ def is_array_desc(obj: Any) -> bool:
 def expected_array(obj: Any) -> str:
     if isinstance(obj, np.ma.MaskedArray):
         return "a plain NumPy array (a masked array's mask would be ignored: pass np.ma.filled(a, value) or a.data)"
-    if type(obj).__module__.split(".")[0] == "torch":
+    try:  # (a type's __module__ may be anything: this is only a hint)
+        from_torch = str.split(type(obj).__module__, ".")[0] == "torch"
+    except Exception:
+        from_torch = False
+    if from_torch:
         return "a NumPy array (a torch tensor: pass t.detach().numpy(), or use pyconvtbc.torch.conv_tbc)"
     return "a NumPy array"
 
