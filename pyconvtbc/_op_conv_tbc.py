@@ -25,7 +25,7 @@ from .memory import DevicePtr
 from .formats import K0_8BIT
 from .profiles import COMPUTE_BF16, COMPUTE_FP16, COMPUTE_FP32
 from .runtime import aclrtStream
-from .status import ACLNN_ERR_INNER, is_int, never_raises, safe_repr
+from .status import ACLNN_ERR_INNER, int_value, is_int, never_raises, safe_repr
 from .tensor import aclTensor
 
 NAMES = ("self", "weight", "bias", "out")
@@ -146,7 +146,7 @@ class ConvTbc(_twophase.Operator):
             raise Invalid(INVALID, f"{L('out')} has shape {list(t['out'].shape)}; expected {[T_out, B, Cout]} "
                           "(T_out = T_in + 2*pad - K + 1, B, Cout)")
         cmt = scalars["cube_math_type"]                                              # 6. cubeMathType
-        if is_int(cmt) and int(cmt) == 4:
+        if int_value(cmt) == 4:
             raise Invalid(INVALID, f"{L('cubeMathType')} is 4; expected 0 (KEEP_DTYPE), 1 "
                           "(ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32) (CANN's forward also takes 4 "
                           "and computes it as 0: pass 0)")
@@ -372,7 +372,8 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
     if all(isinstance(d, nl.ArrayDesc) for d in descs.values()):
         s, w = descs["self"].shape, descs["weight"].shape
         # (pad is not checked yet: Python ints, so that a NumPy integer pad cannot overflow or warn here)
-        T_out = int(s[0]) + 2 * int(pad) - int(w[0]) + 1 if len(s) == 3 and len(w) == 3 and is_int(pad) else 0
+        p = int_value(pad)
+        T_out = int(s[0]) + 2 * p - int(w[0]) + 1 if len(s) == 3 and len(w) == 3 and p is not None else 0
         descs["out"] = _out_desc((max(T_out, 0), s[1], w[2]) if len(s) == 3 and len(w) == 3 else (),
                                  descs["self"].data_type)
     else:  # rule 1 reports the first missing or non-array input before it looks at the output

@@ -18,7 +18,7 @@ from .enums import ACL_OPT_DETERMINISTIC
 from .memory import DevicePtr, is_device_ptr
 from .profiles import get_profile, resolve_options
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
-                     ACLNN_SUCCESS, AclnnError, exc_text, is_int, never_raises, safe_repr, set_error)
+                     ACLNN_SUCCESS, AclnnError, exc_text, int_value, is_int, never_raises, safe_repr, set_error)
 from .tensor import aclTensor
 
 
@@ -248,16 +248,18 @@ def _phase2(op, workspace, workspace_size, executor, stream):
             executor.state = "used"
     plan = executor.plan
     required = plan.workspace_size
-    if not is_int(workspace_size) or workspace_size < 0:
+    n = int_value(workspace_size)
+    if n is None or n < 0:
         return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {safe_repr(workspace_size)}; expected a byte count >= 0")
-    workspace_size = int(workspace_size)
+    workspace_size = n
     if workspace_size > 0 and workspace is None:
         return fail(ACLNN_ERR_PARAM_NULLPTR, f"workspace is None but workspace_size is {workspace_size}; "
                     "expected a device buffer")
     if workspace_size < required:
         return fail(ACLNN_ERR_PARAM_INVALID, f"workspace_size is {workspace_size}; expected at least {required} "
                     "(from phase 1)")
-    if required and (not is_device_ptr(workspace) or workspace.freed or workspace.nbytes < workspace_size):
+    # (checked whenever a size is claimed, even where phase 1 asked for none: a claim must be true)
+    if workspace_size > 0 and (not is_device_ptr(workspace) or workspace.freed or workspace.nbytes < workspace_size):
         return fail(ACLNN_ERR_PARAM_INVALID, f"workspace is {safe_repr(workspace)}; expected a live device buffer "
                     f"from aclrtMalloc of at least workspace_size = {workspace_size} bytes")
     s = runtime.resolve_stream(stream)

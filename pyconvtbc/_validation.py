@@ -12,7 +12,7 @@ import numpy as np
 from . import formats as _reg
 from .enums import aclFormat, dtype_name, format_name
 from .profiles import compute_precision
-from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR, is_int, safe_repr
+from .status import ACLNN_ERR_PARAM_INVALID as INVALID, ACLNN_ERR_PARAM_NULLPTR as NULLPTR, int_value, is_int, safe_repr
 
 FLOATS = _reg.codes_with_role(_reg.OPERAND)          # FLOAT, FLOAT16, BF16 (the registry's operand formats)
 EIGHT_BIT = _reg.codes_with_role(_reg.GRAD_WEIGHT)    # HIFLOAT8, FLOAT8_E4M3FN (gradWeight-only outputs)
@@ -106,9 +106,10 @@ def check_shapes(t, expect, label):
 # ---- scalar rules shared by the TBC operators -----------------------------------------------------------------
 def check_pad(pad, T_in):
     """pad in [0, PAD_MAX], and T_in + 2*pad + 1 within int64 (the kernels compute T_out in int64)."""
-    if not is_int(pad) or not 0 <= pad <= PAD_MAX:
+    n = int_value(pad)
+    if n is None or not 0 <= n <= PAD_MAX:
         raise Invalid(INVALID, f"pad is {safe_repr(pad)}; expected an integer in [0, {PAD_MAX}]")
-    pad = int(pad)
+    pad = n
     if T_in + 2 * pad + 1 > INT64_MAX:  # the kernels compute T_in + 2*pad - K + 1 in int64, left to right
         raise Invalid(INVALID, f"T_in + 2*pad + 1 = {T_in} + 2*{pad} + 1 overflows int64; expected a smaller "
                       "input (an input this long can only be empty)")
@@ -118,10 +119,12 @@ def check_pad(pad, T_in):
 def check_cube_math_type(cube_math_type, profile, promoted, label, numpy=False):
     """cubeMathType in 0..3 and allowed for ``promoted`` operands on ``profile``; returns the compute precision.
     numpy: the message names the data type as NumPy does ('float32', not 'FLOAT (0)')."""
-    if not is_int(cube_math_type) or not 0 <= cube_math_type <= 3:
+    n = int_value(cube_math_type)
+    if n is None or not 0 <= n <= 3:
         names = ", or one of those names" if numpy else ""
         raise Invalid(INVALID, f"{label('cubeMathType')} is {safe_repr(cube_math_type)}; expected {CUBE_MATH_TYPES}"
                       f"{names}")
+    cube_math_type = n
     C = compute_precision(profile, promoted, cube_math_type)
     if C is None:
         ok = [c for c in range(4) if compute_precision(profile, promoted, c) is not None]

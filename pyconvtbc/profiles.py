@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .enums import aclDataType as DT
-from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, is_int, safe_repr
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, int_value, is_int, safe_repr
 from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
 
 # Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
@@ -156,9 +156,10 @@ def _check_option(name, value):
         if value not in HIF8_ROUNDINGS:
             raise ValueError(f"hif8_rounding is {value!r}; expected one of {sorted(HIF8_ROUNDINGS)}")
     elif name == "hf32_mantissa_bits":
-        if value is not None and (not is_int(value) or value not in (10, 11)):
-            raise ValueError(f"hf32_mantissa_bits is {value!r}; expected None (the profile's), 10 or 11")
-        value = None if value is None else int(value)
+        n = int_value(value)
+        if value is not None and (n is None or n not in (10, 11)):
+            raise ValueError(f"hf32_mantissa_bits is {safe_repr(value)}; expected None (the profile's), 10 or 11")
+        value = None if value is None else n
     elif name == "saturate":
         if not isinstance(value, (bool, int, np.bool_, np.integer)) or value not in (0, 1):
             raise ValueError(f"saturate is {value!r}; expected True or False")
@@ -168,15 +169,17 @@ def _check_option(name, value):
             raise ValueError(f"accumulation is {value!r}; expected one of {sorted(ACCUMULATIONS)}")
     elif name == "block_size":
         lo, hi = BLOCK_SIZE_RANGE
-        if value is not None and (not is_int(value) or not lo <= value <= hi):
-            raise ValueError(f"block_size is {value!r}; expected None (k0 of the compute precision) or an "
+        n = int_value(value)
+        if value is not None and (n is None or not lo <= n <= hi):
+            raise ValueError(f"block_size is {safe_repr(value)}; expected None (k0 of the compute precision) or an "
                              f"integer in [{lo}, {hi}]")
-        value = None if value is None else int(value)
+        value = None if value is None else n
     elif name == "order_seed":
-        if value is not None and (not is_int(value) or value < 0):
-            raise ValueError(f"order_seed is {value!r}; expected None (a fresh order per call) or an integer "
-                             ">= 0")
-        value = None if value is None else int(value)
+        n = int_value(value)
+        if value is not None and (n is None or n < 0):
+            raise ValueError(f"order_seed is {safe_repr(value)}; expected None (a fresh order per call) or an "
+                             "integer >= 0")
+        value = None if value is None else n
     else:
         raise ValueError(f"unknown emulation option {name!r}; expected one of {sorted(_DEFAULT_OPTIONS)}")
     return value

@@ -20,7 +20,7 @@ from . import memory
 from .enums import aclrtMemcpyKind, aclSysParamOpt
 from .memory import DevicePtr, is_device_ptr
 from .status import (ACL_ERROR_BAD_ALLOC, ACL_ERROR_INTERNAL_ERROR, ACL_ERROR_INVALID_PARAM,
-                     ACL_ERROR_RT_INTERNAL_ERROR, ACL_SUCCESS, is_int, never_raises, safe_repr, set_error)
+                     ACL_ERROR_RT_INTERNAL_ERROR, ACL_SUCCESS, int_value, never_raises, safe_repr, set_error)
 
 NUM_DEVICES = 8
 MAX_ALLOC = 2**40  # 1 TiB: larger requests are ACL_ERROR_BAD_ALLOC without trying
@@ -42,7 +42,11 @@ def _bad(msg):
 @_guard
 def aclInit(config_path: Union[str, os.PathLike, None] = None) -> int:
     """Record initialisation.  ``config_path`` may be None or a path to an existing file."""
-    if config_path is not None and not (isinstance(config_path, (str, os.PathLike)) and os.path.isfile(config_path)):
+    try:  # (an os.PathLike's __fspath__ may raise: then it names no file)
+        is_file = isinstance(config_path, (str, os.PathLike)) and os.path.isfile(config_path)
+    except Exception:
+        is_file = False
+    if config_path is not None and not is_file:
         return _bad(f"aclInit: config_path is {safe_repr(config_path)}; expected None or an existing file")
     with _lock:
         _state["initialized"] = True
@@ -66,7 +70,8 @@ def aclFinalize() -> int:
 
 
 def _check_device(device_id, fn):
-    if not is_int(device_id) or not 0 <= device_id < NUM_DEVICES:
+    n = int_value(device_id)
+    if n is None or not 0 <= n < NUM_DEVICES:
         return _bad(f"{fn}: device_id is {safe_repr(device_id)}; expected an integer in [0, {NUM_DEVICES})")
     return ACL_SUCCESS
 
@@ -75,7 +80,7 @@ def _check_device(device_id, fn):
 def aclrtSetDevice(device_id: int) -> int:
     rc = _check_device(device_id, "aclrtSetDevice")
     if rc == ACL_SUCCESS:
-        _tls.device = int(device_id)
+        _tls.device = int_value(device_id)
     return rc
 
 
@@ -91,12 +96,13 @@ def current_device() -> int:
 @_guard
 def aclrtCtxSetSysParamOpt(opt: int, value: int) -> int:
     """Set a sys-param option on the current device's context (ACL_OPT_DETERMINISTIC: 0 or 1)."""
-    if not is_int(opt) or int(opt) not in set(aclSysParamOpt):
+    o, v = int_value(opt), int_value(value)
+    if o is None or o not in set(aclSysParamOpt):
         return _bad(f"aclrtCtxSetSysParamOpt: opt is {safe_repr(opt)}; expected ACL_OPT_DETERMINISTIC (0)")
-    if not is_int(value) or int(value) not in (0, 1):
+    if v is None or v not in (0, 1):
         return _bad(f"aclrtCtxSetSysParamOpt: value is {safe_repr(value)}; expected 0 or 1")
     with _lock:
-        _state["contexts"].setdefault(current_device(), {})[int(opt)] = int(value)
+        _state["contexts"].setdefault(current_device(), {})[o] = v
     return ACL_SUCCESS
 
 
@@ -109,9 +115,10 @@ def ctx_option(opt: int) -> Optional[int]:
 @_guard2
 def aclrtCtxGetSysParamOpt(opt: int) -> Tuple[int, Optional[int]]:
     """(status, value).  An option never set reads as the emulated profile's default."""
-    if not is_int(opt) or int(opt) not in set(aclSysParamOpt):
+    o = int_value(opt)
+    if o is None or o not in set(aclSysParamOpt):
         return _bad(f"aclrtCtxGetSysParamOpt: opt is {safe_repr(opt)}; expected ACL_OPT_DETERMINISTIC (0)"), None
-    value = ctx_option(opt)
+    value = ctx_option(o)
     if value is None:
         from .profiles import get_profile
         try:
@@ -125,10 +132,12 @@ def aclrtCtxGetSysParamOpt(opt: int) -> Tuple[int, Optional[int]]:
 @_guard2
 def aclrtMalloc(size: int, policy: int = 0) -> Tuple[int, Optional[DevicePtr]]:
     """(status, device_ptr).  size must be a positive integer; memory starts zeroed."""
-    if not is_int(size) or size <= 0:
+    n, pol = int_value(size), int_value(policy)
+    if n is None or n <= 0:
         return _bad(f"aclrtMalloc: size is {safe_repr(size)}; expected a positive number of bytes"), None
-    if not is_int(policy) or int(policy) not in (0, 1, 2):
+    if pol is None or pol not in (0, 1, 2):
         return _bad(f"aclrtMalloc: policy is {safe_repr(policy)}; expected an aclrtMemMallocPolicy (0, 1 or 2)"), None
+    size = n
     if size > MAX_ALLOC:
         return set_error(ACL_ERROR_BAD_ALLOC, f"aclrtMalloc: cannot allocate {size} bytes"), None
     try:
@@ -170,16 +179,17 @@ def _side(obj, is_device, writable, what):
 @_guard
 def aclrtMemcpy(dst: object, dst_max: int, src: object, count: int, kind: int) -> int:
     """Copy ``count`` bytes.  Every size is checked against both real buffers: never an overrun."""
-    if not is_int(kind) or int(kind) not in _KIND_SIDES:
+    k, n, m = int_value(kind), int_value(count), int_value(dst_max)
+    if k is None or k not in _KIND_SIDES:
         return _bad(f"aclrtMemcpy: kind is {safe_repr(kind)}; expected one of {[k.name for k in aclrtMemcpyKind]}")
-    if not is_int(count) or count < 0:
+    if n is None or n < 0:
         return _bad(f"aclrtMemcpy: count is {safe_repr(count)}; expected a non-negative number of bytes")
-    if not is_int(dst_max) or dst_max < 0:
+    if m is None or m < 0:
         return _bad(f"aclrtMemcpy: dst_max is {safe_repr(dst_max)}; expected a non-negative number of bytes")
-    count, dst_max = int(count), int(dst_max)
+    count, dst_max = n, m
     if count > dst_max:
         return _bad(f"aclrtMemcpy: count {count} exceeds dst_max {dst_max}")
-    dst_dev, src_dev = _KIND_SIDES[aclrtMemcpyKind(int(kind))]
+    dst_dev, src_dev = _KIND_SIDES[aclrtMemcpyKind(k)]
     try:
         d = _side(dst, dst_dev, True, "dst")
         s = _side(src, src_dev, False, "src")
@@ -306,6 +316,16 @@ class aclrtStream:
             raise
         return err
 
+    def _claim_destroy(self) -> bool:
+        """Mark the stream destroyed (new work is refused from now on); False when it already was: of two
+        threads destroying one stream, exactly one gets True."""
+        with self._cv:
+            if self._destroyed:
+                return False
+            self._destroyed = True
+            self._cv.notify_all()
+            return True
+
     def _destroy(self):
         """Refuse new work, let the queued work run, stop the worker; return the first recorded failure.
         Called from inside the stream's own running task (``in_own_task``: a signal handler), it refuses new
@@ -358,7 +378,7 @@ def aclrtCreateStream() -> Tuple[int, Optional["aclrtStream"]]:
 @_guard
 def aclrtDestroyStream(stream: "aclrtStream") -> int:
     """Waits for the stream's pending work, then destroys it (a failure on it is reported here)."""
-    if not isinstance(stream, aclrtStream) or stream.destroyed:
+    if not isinstance(stream, aclrtStream) or not stream._claim_destroy():   # (atomic: one destroy wins)
         return _bad(f"aclrtDestroyStream: stream is {safe_repr(stream)}; expected a live stream from aclrtCreateStream")
     with _lock:
         _state["streams"].discard(stream)

@@ -6,6 +6,7 @@ the most recent failure *in the calling thread* (it stays until the next failure
 import functools
 import inspect
 import numbers
+import operator
 import threading
 from enum import IntEnum
 from typing import Any, Callable, Optional
@@ -36,9 +37,28 @@ globals().update({m.name: m for m in aclError})
 _local = threading.local()
 
 
+def int_value(v: object) -> Optional[int]:
+    """An integer argument (Python or NumPy, never a bool) as a plain int, else None; never raises.
+
+    The one integer reading of every layer.  An int subclass is read with int's own method (its overrides of
+    __int__, __index__ or the comparisons never run); another numbers.Integral through operator.index, and one
+    whose __index__ raises or returns a non-int is not an integer."""
+    if isinstance(v, bool):
+        return None
+    try:
+        if isinstance(v, int):
+            return int.__int__(v)
+        if isinstance(v, numbers.Integral):
+            r = operator.index(v)
+            return int.__int__(r) if isinstance(r, int) and not isinstance(r, bool) else None
+    except Exception:
+        return None
+    return None
+
+
 def is_int(v: object) -> bool:
-    """True for an integer argument (Python or NumPy), never for a bool: the one integer test of every layer."""
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    """True for an integer argument (Python or NumPy), never for a bool (see int_value, which gives its value)."""
+    return int_value(v) is not None
 
 
 def safe_repr(value: object, limit: int = 120) -> str:

@@ -40,7 +40,7 @@ from ._op_conv_tbc import conv_tbc as _np_conv_tbc
 from .api import conv_tbc_backward
 from . import codecs, formats as _formats
 from .enums import CubeMathType
-from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, is_int
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, int_value, is_int, safe_repr
 
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
@@ -164,7 +164,8 @@ def _check_forward(input, weight, bias, pad):
             raise TypeError(f"conv_tbc: {name} has dtype {t.dtype}; expected torch.float32, torch.float16 or "
                             f"torch.bfloat16{hint}")
     if not is_int(pad):   # a Python or NumPy integer, as the NumPy and CANN layers take
-        raise TypeError(f"conv_tbc: pad is {pad!r}; expected an int")
+        raise TypeError(f"conv_tbc: pad is {safe_repr(pad)}; expected an int")
+    pad = int_value(pad)
     if not 0 <= pad <= PAD_MAX:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: pad is {pad}; expected an integer in [0, {PAD_MAX}]")
     return int(pad)
@@ -261,10 +262,10 @@ class ConvTBC(_torch.nn.Module):
         super().__init__()
         for name, v, lo in (("in_channels", in_channels, 1), ("out_channels", out_channels, 1),
                             ("kernel_size", kernel_size, 1), ("padding", padding, 0)):
-            if not is_int(v) or v < lo:
-                raise ValueError(f"{name} is {v!r}; expected an int >= {lo}")
-        in_channels, out_channels, kernel_size, padding = (int(v) for v in (in_channels, out_channels, kernel_size,
-                                                                              padding))
+            if not is_int(v) or int_value(v) < lo:
+                raise ValueError(f"{name} is {safe_repr(v)}; expected an int >= {lo}")
+        in_channels, out_channels, kernel_size, padding = (int_value(v) for v in (in_channels, out_channels,
+                                                                                    kernel_size, padding))
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = (kernel_size,)

@@ -745,7 +745,7 @@ def _phase2(d, sc, rng, objs, bufs, streams, extra, ex, ws_size, stats):
         expect = NULLPTR
     elif claim < required:
         expect = INVALID
-    elif required and (not ws_is_live or ws_avail < claim):
+    elif claim > 0 and (not ws_is_live or ws_avail < claim):     # any claim must be true (even with none needed)
         expect = INVALID
     elif smode in ("destroyed", "notstream"):
         expect = INVALID

@@ -61,9 +61,28 @@ class EvilStr(str):
     __repr__ = __str__ = __format__ = __eq__ = __hash__ = lower = strip = _boom
 
 
+class EvilIntArith(int):
+    """An int whose conversions and comparisons raise (read by value with int's own method, never through them)."""
+    __int__ = __index__ = __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __hash__ = __bool__ = _boom
+
+
+class RegisteredIntegral(BadRepr):
+    """Not an int, but registered as numbers.Integral, with an __index__ that raises: not an integer."""
+    __index__ = __int__ = _boom
+
+
+class BadPath(BadRepr):
+    """An os.PathLike whose __fspath__ raises."""
+    __fspath__ = _boom
+
+
+import numbers  # noqa: E402  (registering the class above)
+numbers.Integral.register(RegisteredIntegral)
+
 HOSTILE = {
     "bad_repr": BadRepr, "bad_iter": BadIter, "bad_index": BadIndex, "bad_eq": BadEq, "bad_attr": BadAttr,
     "evil_int0": lambda: EvilInt(0), "evil_int64": lambda: EvilInt(64), "evil_list": lambda: EvilList([1, 2]),
+    "evil_int_arith1": lambda: EvilIntArith(1), "registered_integral": RegisteredIntegral, "bad_path": BadPath,
     "evil_str": lambda: EvilStr("ascend910"), "object_array": lambda: np.array([BadEq(), BadEq()], dtype=object),
 }
 

@@ -408,6 +408,37 @@ def test_destroy_stream_reports_a_pending_failure():
     assert "aclrtDestroyStream" in bounded.msg and "161002" in bounded.msg, bounded.msg
 
 
+def test_two_threads_destroying_one_stream_exactly_one_succeeds(monkeypatch):
+    """reliability.md: a destroyed stream gets 100000 from destroy, and destroy may come from any thread.  Two
+    threads destroying one stream with pending work at the same moment: one gets 0 (after the work ran), the
+    other 100000 (the check and the marking are one step).  The drain is slowed down, so that the second call
+    comes while the first is still inside it."""
+    from pyconvtbc import runtime
+    real = runtime.aclrtStream._destroy
+
+    def slow_destroy(self):
+        time.sleep(0.02)
+        return real(self)
+
+    monkeypatch.setattr(runtime.aclrtStream, "_destroy", slow_destroy)
+    for _ in range(5):
+        rc, stream = pc.aclrtCreateStream()
+        ev = gate(stream)
+        barrier, out = threading.Barrier(2), []
+
+        def destroy():
+            barrier.wait(TIMEOUT)
+            out.append(pc.aclrtDestroyStream(stream))
+
+        threads = [threading.Thread(target=destroy, daemon=True) for _ in range(2)]
+        for th in threads:
+            th.start()
+        threading.Timer(0.005, ev.set).start()
+        for th in threads:
+            th.join(TIMEOUT)
+        assert sorted(out) == [0, pc.ACL_ERROR_INVALID_PARAM], out
+
+
 def test_destroy_while_other_threads_enqueue():
     """Destroying a stream that other threads are enqueueing on: every call returns 0 (ran) or 161002
     (stream destroyed), nothing raises or hangs, and the destroy returns."""

@@ -231,3 +231,22 @@ def test_emulation_options_read_at_phase1():
         pc.set_emulation_options(hf32_mantissa_bits=12)
     with pytest.raises(ValueError):
         pc.set_emulation_options(rounding="ta")
+
+
+def test_a_claimed_workspace_must_be_real_even_when_none_is_needed():
+    """cann.md: a workspace that is not a live device buffer of at least workspace_size bytes is 161002, also
+    where phase 1 asked for none (an empty problem) but the call claims one; a claim of 0 ignores it."""
+    dy, x, w, b = make_problem()
+    t, _ = acl_problem(dy[:, :0], x[:, :0], w, b)              # B = 0: nothing to compute, no workspace
+    rc, ws_size, ex = phase1(t)
+    assert rc == 0 and ws_size == 0
+    assert pc.aclSetAclOpExecutorRepeatable(ex) == 0
+    _, freed = pc.aclrtMalloc(128)
+    assert pc.aclrtFree(freed) == 0
+    for bogus in (bytearray(128), freed, "workspace", _ws(64)):
+        assert pc.aclnnConvTbcBackward(bogus, 100, ex, None) == pc.ACLNN_ERR_PARAM_INVALID
+        assert "expected a live device buffer" in pc.aclGetRecentErrMsg()
+    assert pc.aclnnConvTbcBackward(_ws(128), 100, ex, None) == 0
+    assert pc.aclnnConvTbcBackward("ignored", 0, ex, None) == 0
+    assert pc.aclrtSynchronizeStream(None) == 0
+    assert pc.aclDestroyAclOpExecutor(ex) == 0
