@@ -24,6 +24,7 @@ import ml_dtypes
 
 from ._kernels import _codecs as _k
 from ._kernels._openmp import effective_threads
+from .status import safe_repr
 
 __all__ = [
     "hif8_encode",
@@ -73,9 +74,24 @@ def _is_float_like(dt):
     return False
 
 
+def _array(name, x, what="a real numeric array-like"):
+    """np.asarray(x), with a failure (an object whose __array__ raises, a ragged list) as a ValueError naming
+    the argument; a Python int too large for int64 is read as the float it rounds to (+-inf past float64)."""
+    if isinstance(x, int) and not isinstance(x, bool) and not -2**63 <= x < 2**64:
+        try:
+            x = float(x)
+        except OverflowError:
+            x = float("inf") if x > 0 else float("-inf")
+    try:
+        return np.asarray(x)
+    except Exception as e:
+        raise ValueError(f"{name} must be {what}; converting {safe_repr(x)} to an array failed "
+                         f"({type(e).__name__}: {safe_repr(str(e), 200)})") from None
+
+
 def _as_real(name, x, *, keep_f64):
     """A C-contiguous float32 (or float64 when keep_f64 and the input is wider) copy/view of x."""
-    arr = np.asarray(x)
+    arr = _array(name, x)
     dt = arr.dtype
     if dt.kind in "iub":
         target = np.float64 if keep_f64 else np.float32
@@ -92,8 +108,10 @@ def _as_real(name, x, *, keep_f64):
 
 def _as_codes(name, codes, allowed_dtype_names):
     """A C-contiguous uint8 array of 8-bit codes."""
-    arr = np.asarray(codes)
+    arr = _array(name, codes, "an array-like of uint8 codes")
     dt = arr.dtype
+    if arr.size == 0 and not isinstance(codes, np.ndarray):    # [] reads as float64: no code to judge
+        return np.empty(arr.shape, np.uint8)
     if dt == np.uint8:
         return np.asarray(arr, order="C")
     if dt.itemsize == 1 and (dt == np.int8 or dt.name in allowed_dtype_names):
@@ -107,10 +125,11 @@ def _as_codes(name, codes, allowed_dtype_names):
 
 
 def _run(kernel, src, out_dtype, *args, num_threads=None):
+    threads = effective_threads(num_threads)      # checked even when there is nothing to convert
     flat = src.reshape(-1)
     out = np.empty(flat.shape[0], dtype=out_dtype)
     if flat.shape[0]:
-        kernel(flat, out, *args, effective_threads(num_threads))
+        kernel(flat, out, *args, threads)
     return out.reshape(src.shape)
 
 

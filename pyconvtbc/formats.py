@@ -21,6 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Optional, Tuple
 
+import numbers
+import operator
+
 import ml_dtypes
 import numpy as np
 
@@ -176,9 +179,15 @@ FLOAT8_E4M3FN = FloatFormat(
 # ---- HF32 -------------------------------------------------------------------------------------------------
 def hf32(mantissa_bits: int = 11) -> FloatFormat:
     """HF32 with fp32's 8-bit exponent and ``mantissa_bits`` explicit mantissa bits (11: ascend910b, 10: 950)."""
-    n = int(mantissa_bits)
-    if not 1 <= n <= 22:
-        raise ValueError(f"mantissa_bits must be an integer in 1..22, got {mantissa_bits!r}")
+    # (this module imports nothing of the package's: the registry loads first, so the checks are local)
+    n = None
+    if isinstance(mantissa_bits, numbers.Integral) and not isinstance(mantissa_bits, bool):
+        try:
+            n = int(operator.index(mantissa_bits))
+        except Exception:
+            n = None
+    if n is None or not 1 <= n <= 22:
+        raise ValueError(f"mantissa_bits must be an integer in 1..22, got {_shown(mantissa_bits)}")
     return FloatFormat(
         name="hf32" if n == 11 else f"hf32_{n}",
         bits=1 + 8 + n,
@@ -334,6 +343,28 @@ def _ordinal(f: FloatFormat, x: np.ndarray) -> np.ndarray:
     return np.copysign(pos, x)
 
 
+def _shown(value) -> str:
+    """repr(value) for a message, never raising."""
+    try:
+        return repr(value)[:120]
+    except Exception:
+        return f"<{type(value).__name__} object>"
+
+
+def _real_f64(name, x) -> np.ndarray:
+    """x as a float64 array, when it is real numeric (floats of any width, ml_dtypes' floats, integers,
+    booleans); otherwise a ValueError naming the argument (complex, strings, None, objects)."""
+    try:
+        arr = np.asarray(x)
+    except Exception as e:
+        raise ValueError(f"{name} must be a real numeric array-like; converting {_shown(x)} failed "
+                         f"({type(e).__name__})") from None
+    dt = arr.dtype
+    if not (dt.kind in "fiub" or (dt.kind == "V" and dt.type.__module__.split(".")[0] in ("ml_dtypes", "en_dtypes"))):
+        raise ValueError(f"{name} must be a real numeric array-like, got dtype {dt}")
+    return arr.astype(np.float64)
+
+
 def ulp(fmt, x) -> np.ndarray:
     """Width of the gap between the two consecutive finite values of ``fmt`` that bracket |x| (float64).
 
@@ -342,7 +373,7 @@ def ulp(fmt, x) -> np.ndarray:
     finite value the last gap is used; +-inf -> inf, NaN -> NaN.
     """
     f = get_format(fmt)
-    a = np.abs(np.asarray(x, dtype=np.float64))
+    a = np.abs(_real_f64("x", x))
     if f.is_tapered:
         vals = np.concatenate(([0.0], _HIF8_POS))
         k = np.clip(np.searchsorted(vals, a, side="right") - 1, 0, len(vals) - 2)
@@ -366,8 +397,8 @@ def ulp_distance(fmt, a, b) -> np.ndarray:
     Infinite when exactly one side is infinite (0 when both are the same infinity), NaN when either is NaN.
     """
     f = get_format(fmt)
-    pa = _ordinal(f, np.asarray(a, dtype=np.float64))
-    pb = _ordinal(f, np.asarray(b, dtype=np.float64))
+    pa = _ordinal(f, _real_f64("a", a))
+    pb = _ordinal(f, _real_f64("b", b))
     with np.errstate(invalid="ignore"):
         d = np.abs(pa - pb)
         d = np.where(np.isinf(pa) & np.isinf(pb) & (pa == pb), 0.0, d)

@@ -845,3 +845,47 @@ def test_a_call_from_a_signal_handler_does_not_share_the_outer_calls_scratch():
         pytest.skip("the signal never landed inside a call")
     for r, o in zip(ref2, ran[0][1]):
         np.testing.assert_array_equal(r, o)
+
+
+# ---- codecs and format helpers: argument handling ------------------------------------------------------------
+def test_codec_arguments_are_checked_and_named():
+    """The public codecs (docs/precision.md, docs/numpy.md): num_threads is checked even for an empty input; an
+    empty list decodes to an empty array; an object that cannot become an array, or a ragged list, is a
+    ValueError naming the argument; Python ints past int64 read as the floats they round to; formats.hf32 and
+    ulp / ulp_distance refuse what is not an integer / not real numeric, naming it."""
+    from pyconvtbc import codecs as C, formats as F
+    empty = np.ones(0, np.float32)
+    for fn, arg in ((C.hif8_encode, empty), (C.hif8_decode, np.ones(0, np.uint8)), (C.round_to_hf32, empty),
+                    (C.e4m3fn_encode, empty), (C.e4m3fn_decode, np.ones(0, np.uint8)), (C.round_to_fp16, empty),
+                    (C.round_to_bf16, empty)):
+        for bad in (0, -5, "two", 1.5, 10**6):
+            with pytest.raises(ValueError, match="num_threads"):
+                fn(arg, num_threads=bad)
+        with pytest.raises(ValueError, match=r"must be .*converting .* failed \(RuntimeError"):
+            fn(_ArrayRaises())
+    for dec in (C.hif8_decode, C.e4m3fn_decode):
+        out = dec([])
+        assert out.shape == (0,) and out.dtype == np.float32
+    with pytest.raises(ValueError, match=r"^x must be a real numeric array-like; converting \[\[1, 2\], \[3\]\]"):
+        C.hif8_encode([[1, 2], [3]])
+    for big in (2**64, -2**63 - 1, 10**30, 10**400, -10**400):
+        as_float = float(big) if abs(big) < 10**300 else (np.inf if big > 0 else -np.inf)
+        assert C.hif8_encode(big) == C.hif8_encode(np.float64(as_float))
+    for bad in (11.9, "11", True, 1.0, None, 0, 23):
+        with pytest.raises(ValueError, match="mantissa_bits must be an integer in 1..22"):
+            F.hf32(bad)
+    assert F.hf32(np.int64(10)).mantissa_bits == 10
+    with pytest.raises(ValueError, match="mantissa_bits must be an integer in 1..22"):
+        F.hf32(RegisteredIntegral())
+    for bad in (None, np.array([1 + 2j]), "1000", np.array([BadEq()], dtype=object)):
+        with pytest.raises(ValueError, match="x must be a real numeric array-like"):
+            F.ulp("float32", bad)
+        with pytest.raises(ValueError, match="b must be a real numeric array-like"):
+            F.ulp_distance("float32", 1.0, bad)
+    assert F.ulp("float16", [1, 2.5]).tolist() == [2.0 ** -10, 2.0 ** -9]
+    assert F.ulp("bfloat16", np.array([1], ml_dtypes.bfloat16)).tolist() == [2.0 ** -7]
+
+
+class _ArrayRaises:
+    def __array__(self, *a, **k):
+        raise RuntimeError("hostile")
