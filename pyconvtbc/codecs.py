@@ -38,7 +38,7 @@ __all__ = [
     "HF32_ROUNDINGS",
 ]
 
-from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS  # noqa: E402  (declared once, in the registry)
+from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS, is_float_like  # noqa: E402  (declared once, in the registry)
 
 
 # ---- argument checks ------------------------------------------------------------------------------------
@@ -65,15 +65,6 @@ def _mantissa_bits(value):
 
 
 # ---- input conversion -----------------------------------------------------------------------------------
-def _is_float_like(dt):
-    """True for numpy floats and ml_dtypes / en_dtypes style float scalar types."""
-    if dt.kind == "f":
-        return True
-    if dt.kind == "V" and dt.type.__module__.split(".")[0] in ("ml_dtypes", "en_dtypes"):
-        return dt.itemsize <= 4
-    return False
-
-
 def _array(name, x, what="a real numeric array-like"):
     """np.asarray(x), with a failure (an object whose __array__ raises, a ragged list) as a ValueError naming
     the argument; a Python int too large for int64 is read as the float it rounds to (+-inf past float64)."""
@@ -95,7 +86,7 @@ def _as_real(name, x, *, keep_f64):
     dt = arr.dtype
     if dt.kind in "iub":
         target = np.float64 if keep_f64 else np.float32
-    elif _is_float_like(dt):
+    elif is_float_like(dt):
         target = np.float64 if (dt.itemsize > 4 and keep_f64) else np.float32
         if dt.itemsize > 8:                     # longdouble: via float64
             arr = arr.astype(np.float64)

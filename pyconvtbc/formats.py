@@ -351,6 +351,13 @@ def _shown(value) -> str:
         return f"<{type(value).__name__} object>"
 
 
+def is_float_like(dt: np.dtype) -> bool:
+    """NumPy floats, and ml_dtypes / en_dtypes float types of at most 4 bytes (bfloat16, float8, ...)."""
+    if dt.kind == "f":
+        return True
+    return dt.kind == "V" and dt.type.__module__.split(".")[0] in ("ml_dtypes", "en_dtypes") and dt.itemsize <= 4
+
+
 def _real_f64(name, x) -> np.ndarray:
     """x as a float64 array, when it is real numeric (floats of any width, ml_dtypes' floats, integers,
     booleans); otherwise a ValueError naming the argument (complex, strings, None, objects)."""
@@ -360,7 +367,7 @@ def _real_f64(name, x) -> np.ndarray:
         raise ValueError(f"{name} must be a real numeric array-like; converting {_shown(x)} failed "
                          f"({type(e).__name__})") from None
     dt = arr.dtype
-    if not (dt.kind in "fiub" or (dt.kind == "V" and dt.type.__module__.split(".")[0] in ("ml_dtypes", "en_dtypes"))):
+    if not (dt.kind in "iub" or is_float_like(dt)):
         raise ValueError(f"{name} must be a real numeric array-like, got dtype {dt}")
     return arr.astype(np.float64)
 

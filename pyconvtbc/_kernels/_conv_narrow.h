@@ -339,6 +339,12 @@ static void ct_gwn_finish(const ct_plan *P, int64_t task) {
 /*   t*B + b with 0 <= t + pad - k < T_out; DY of row r for tap k: DYp + co*nlo + r + (pad - k)*B;        */
 /*   weights W(k, ci, co) at Wp[(ct_wblk(...) + co - lo) * Cin + ci]; chain (ci, row r) to D[ci*ldd + r-r0] */
 /* ------------------------------------------------------------------------------------------------ */
+/* the vector drivers' rows for tap k: [*va, *vz), those whose DY row t + pad - k is in the sequence (and below
+ * rend); the portable driver checks the same per row */
+static inline void ct_gin_valid(const ct_plan *P, int64_t k, int64_t rend, int64_t *va, int64_t *vz) {
+    *va = ct_max(0, k - P->pad) * P->B;
+    *vz = ct_min(rend, ct_min(P->T_in, P->T_out + k - P->pad) * P->B);
+}
 static void ct_gin_port(const ct_plan *P, int64_t r0, int64_t nr, float *D, int64_t ldd) {
     int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, nG = ct_cdiv(Cout, k0);
     for (int64_t i = 0; i < Cin; i++)
@@ -396,8 +402,8 @@ static CT_T512 void ct_gin_512(const ct_plan *P, int64_t r0, int64_t nr, float *
         for (int64_t g = 0; g < nG; g++) {
             int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
             for (int64_t k = 0; k < K; k++) {
-                /* rows whose DY row t + pad - k is in the sequence (and below rend) */
-                int64_t va = ct_max(0, k - P->pad) * B, vz = ct_min(rend, ct_min(P->T_in, P->T_out + k - P->pad) * B);
+                int64_t va, vz;
+                ct_gin_valid(P, k, rend, &va, &vz);
                 __mmask16 m[4];
                 int any = 0;
                 for (int v = 0; v < 4; v++) {
@@ -459,7 +465,8 @@ static CT_T256 void ct_gin_256(const ct_plan *P, int64_t r0, int64_t nr, float *
         for (int64_t g = 0; g < nG; g++) {
             int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
             for (int64_t k = 0; k < K; k++) {
-                int64_t va = ct_max(0, k - P->pad) * B, vz = ct_min(rend, ct_min(P->T_in, P->T_out + k - P->pad) * B);
+                int64_t va, vz;
+                ct_gin_valid(P, k, rend, &va, &vz);
                 int64_t a = va - r, z = vz - r;
                 if (z <= 0 || a >= 16 || z <= a) continue;
                 int full = a <= 0 && z >= 16;
