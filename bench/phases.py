@@ -3,6 +3,7 @@
     python bench/phases.py                  # fp32 fairseq shapes, 1 thread, "sequential" and "cube"
     python bench/phases.py --threads 2      # the same with 2 threads (wall time)
     python bench/phases.py --quick          # one shape
+    python bench/phases.py --shape 512,32,16,16,3,1 --reps 20   # any shape (T, B, Cin, Cout, K, pad)
 
 Uses the profiling hook _conv_tbc._set_phase_mask (1 pack, 2 gi, 4 gw; the results of a partial call are
 garbage): pack = time(mask 1), gi = time(mask 3) - pack, gw = time(mask 5) - pack, total = time(mask 7).  Each
@@ -38,6 +39,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--forms", default="sequential,cube", help="comma-separated accumulation forms")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--shape", help="one shape T,B,Cin,Cout,K,pad instead of the fairseq set")
     args = ap.parse_args(argv)
     import numpy as np
     import pyconvtbc
@@ -46,6 +48,10 @@ def main(argv=None):
     clock = time.process_time if args.threads == 1 else time.perf_counter
     forms = args.forms.split(",")
     shapes = FAIRSEQ[:1] if args.quick else FAIRSEQ
+    if args.shape:
+        shapes = [tuple(int(v) for v in args.shape.split(","))]
+        if len(shapes[0]) != 6:
+            ap.error(f"--shape is {args.shape!r}; expected six integers T,B,Cin,Cout,K,pad")
     print(f"isa {K.isa()}, {args.threads} thread(s), {'CPU' if args.threads == 1 else 'wall'} time, ms")
     for shape in shapes:
         dy, x, w, b = _inputs(shape, np)
@@ -73,9 +79,9 @@ def main(argv=None):
         for form in forms:
             pack = med[(form, 1)]
             gi, gw = med[(form, 3)] - pack, med[(form, 5)] - pack
-            print(f"{','.join(map(str, shape)):>22} {form:>10}: pack {pack:7.1f}  gi {gi:7.1f} "
-                  f"({gflop / gi * 1e3:5.1f} GFLOP/s)  gw {gw:7.1f} ({gflop / gw * 1e3:5.1f} GFLOP/s)  "
-                  f"total {med[(form, 7)]:7.1f}", flush=True)
+            print(f"{','.join(map(str, shape)):>22} {form:>10}: pack {pack:8.3f}  gi {gi:8.3f} "
+                  f"({gflop / gi * 1e3:5.1f} GFLOP/s)  gw {gw:8.3f} ({gflop / gw * 1e3:5.1f} GFLOP/s)  "
+                  f"total {med[(form, 7)]:8.3f}", flush=True)
     return 0
 
 

@@ -2,7 +2,10 @@
 
 The AVX2 kernels take an unrolled path for the common case (a pass whose blocks are all 8 or 16 channels lying
 inside whole 32-channel panels, over whole 4- or 6-row x 16-channel tiles) and a general path for the rest (the
-rows left over, a last narrower panel, blocks of other sizes, a block cut by a panel edge). The shapes below put
+rows left over, a last narrower panel, blocks of other sizes, a block cut by a panel edge).  The AVX-512 kernels
+take unrolled passes over runs of whole 8- or 16-channel blocks in reduction panels of width 32 or 16 (a last
+panel of 16 channels), on tiles of 6 rows x 32 output channels, or of 12, 8 and 4 rows x at most 16 output
+channels (a panel of 16 or fewer), and the general path for the rest. The shapes below put
 every output through one or the other, on every instruction set this CPU has and for 1 and 3 threads, and compare
 with the model of accum_reference.py on grid data (float64 sums exact). The unrolled path starts each block sum
 with a product instead of +0 + product; the signed-zero cases check that this never shows (a -0 bias with -0
@@ -22,8 +25,11 @@ ISAS = [n for n in ("portable", "avx2", "avx512") if {"portable": 0, "avx2": 1, 
 # (T_in, B, Cin, Cout, K, pad).  Forward: rows T_out*B, output channels Cout (tiles of 16, panels of 32),
 # reduction channels Cin (groups of k0 in panels of 32).  (1) whole panels only; (2) a narrower last panel on
 # both sides, groups of 8 / 16 cut by no panel edge; (3) Cin = 40 with block_size 12: groups cut by panel edges;
-# (4) few rows (partial row tiles) and B = 1 with pad.
-FWD_SHAPES = [(10, 3, 64, 32, 3, 1), (9, 4, 72, 45, 3, 1), (7, 2, 40, 20, 2, 1), (5, 1, 64, 48, 3, 2)]
+# (4) few rows (partial row tiles) and B = 1 with pad; (5) 16 output channels (one 16-lane panel) over reduction
+# panels of 32 then 16 channels; (6) a 16-channel reduction panel under output panels of 32 and 16; (7) 16 x 16
+# with 30 rows (tiles of 12, then 4, then 2 rows on the general path).
+FWD_SHAPES = [(10, 3, 64, 32, 3, 1), (9, 4, 72, 45, 3, 1), (7, 2, 40, 20, 2, 1), (5, 1, 64, 48, 3, 2),
+              (9, 4, 48, 16, 3, 1), (8, 5, 16, 48, 2, 1), (10, 3, 16, 16, 3, 1)]
 
 
 def _each_isa_and_threads(call):
@@ -90,7 +96,10 @@ def test_forward_no_tap_keeps_a_negative_zero_bias():
 
 
 # gradInput: rows T_in*B, output channels Cin (tiles of 16), reduction channels Cout (groups in panels of 32)
-GI_SHAPES = [(12, 3, 32, 64, 3, 1), (11, 4, 45, 72, 3, 1), (6, 2, 20, 40, 2, 1)]
+# (the last three: 16 output channels over reduction panels of 32 and 16; 32 over a 16-channel panel; 32 + 13
+# output channels over one 16-channel panel)
+GI_SHAPES = [(12, 3, 32, 64, 3, 1), (11, 4, 45, 72, 3, 1), (6, 2, 20, 40, 2, 1), (12, 3, 16, 48, 3, 1),
+             (11, 4, 32, 16, 3, 1), (10, 3, 45, 16, 2, 1)]
 
 
 @pytest.mark.parametrize("block_size", [None, 16, 12])
@@ -133,3 +142,27 @@ def test_grad_weight_and_input_signed_zeros(soc):
             dy, x, w, b, pad, soc=soc, deterministic=True, num_threads=n)):
         assert_same_bits(gw, want_gw)
         assert_same_bits(gi, want_gi)
+
+
+# gradWeight with at most 16 output channels in a panel: the AVX-512 kernel takes two 8-channel X panels per call
+# (the second may be narrower, its rows a different distance apart).  Cin = 20: a pair (8 + 8) then a lone panel
+# of 4; Cin = 12: a pair of 8 + 4; Cin = 16 with T_out > 256: chains carried across row chunks; short sequences:
+# several items to a chunk.  Cout = 48: a last panel of 16 beside a full one.
+GW_SHAPES = [(300, 3, 20, 16, 3, 1), (40, 5, 12, 5, 2, 0), (9, 7, 16, 16, 3, 1), (12, 3, 28, 48, 3, 1)]
+
+
+@pytest.mark.parametrize("block_size", [None, 16])
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("shape", GW_SHAPES)
+def test_grad_weight_narrow_panels_bit_for_bit(shape, soc, block_size):
+    T_in, B, Cin, Cout, K_, pad = shape
+    T_out = T_in + 2 * pad - K_ + 1
+    rng = np.random.default_rng(sum(shape))
+    dy = R.grid(rng, (T_out, B, Cout), 6, emin=-6, emax=6)
+    x = R.grid(rng, (T_in, B, Cin), 6, emin=-6, emax=6)
+    w = R.grid(rng, (K_, Cin, Cout), 6, emin=-6, emax=6)
+    b = np.zeros(Cout, np.float32)
+    want = R.grad_weight(x, dy, K_, pad, "cube", block_size or 8, soc)
+    for _, gw, _ in _each_isa_and_threads(lambda n: pc.conv_tbc_backward(
+            dy, x, w, b, pad, soc=soc, deterministic=True, block_size=block_size, num_threads=n)):
+        assert_same_bits(gw, want)

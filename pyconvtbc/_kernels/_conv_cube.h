@@ -503,6 +503,70 @@ static CT_T512 void ct_gwc_ukr_512(int64_t m, int64_t n, const float *A, int64_t
     }
 }
 
+/* gw with at most 16 co (one vector): two X panels at once, 8 ci of A and M2 (<= 8) of A2 (rows lda2 apart),
+ * so that 8 + M2 block sums hide the FMA latency (one panel's 8 sums leave no slack).  Row i < 8 of the tile
+ * is A's ci i, row 8 + i A2's ci i; D and Cc rows as in ct_gwc_body_512 (the second panel's 8 rows further
+ * on).  Same operations, same order as ct_gwc_body_512 for each element. */
+CT_I512 void ct_gwc_pair_body_512(const int M2, int64_t n, const float *A, int64_t lda, const float *A2,
+                                  int64_t lda2, const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0,
+                                  float *D, int64_t ldd, float *Cc, int64_t ldc, int cin, ct_gw_pf *F) {
+    const int M = 8 + M2;
+    __m512 s[16];
+    float cm[16 * 16] __attribute__((aligned(64)));
+    __mmask16 m0 = ct_mask16(n);
+    if (D)
+        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++) __builtin_prefetch(D + i * ldd, 1);
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
+        _mm512_store_ps(cm + 16 * i, cin ? _mm512_maskz_loadu_ps(m0, Cc + i * ldc) : _mm512_setzero_ps());
+    int64_t p = 0, blen = first;
+    while (p < nr) {
+        int64_t e1 = ct_min(nr, p + blen);
+        const float *Aq = A + p * lda, *A2q = A2 + p * lda2, *Bq = B + p * ldb;
+        {
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq);
+            _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
+                s[i] = _mm512_fmadd_ps(_mm512_set1_ps(i < 8 ? Aq[i] : A2q[i - 8]), b0, _mm512_setzero_ps());
+            Aq += lda;
+            A2q += lda2;
+            Bq += ldb;
+        }
+        for (int64_t q = p + 1; q < e1; q++) {
+            __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq);
+            _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
+                s[i] = _mm512_fmadd_ps(_mm512_set1_ps(i < 8 ? Aq[i] : A2q[i - 8]), b0, s[i]);
+            Aq += lda;
+            A2q += lda2;
+            Bq += ldb;
+        }
+        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
+            _mm512_store_ps(cm + 16 * i, _mm512_add_ps(_mm512_load_ps(cm + 16 * i), s[i]));
+        if (F && ct_gw_pf_left(F)) ct_gw_pf_rows(F, 1);
+        p = e1;
+        blen = k0;
+    }
+    if (!D) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
+            _mm512_mask_storeu_ps(Cc + i * ldc, m0, _mm512_load_ps(cm + 16 * i));
+        return;
+    }
+    _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
+        _mm512_mask_storeu_ps(D + i * ldd, m0,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m0, D + i * ldd), _mm512_load_ps(cm + 16 * i)));
+}
+
+#define CT_GWCP512(MM) \
+    case MM: ct_gwc_pair_body_512(MM, n, A, lda, A2, lda2, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); break;
+static CT_T512 void ct_gwc_pair_512(int64_t m2, int64_t n, const float *A, int64_t lda, const float *A2,
+                                    int64_t lda2, const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0,
+                                    float *D, int64_t ldd, float *Cc, int64_t ldc, int cin, ct_gw_pf *F) {
+    switch (m2) {
+        CT_GWCP512(1) CT_GWCP512(2) CT_GWCP512(3) CT_GWCP512(4) CT_GWCP512(5) CT_GWCP512(6) CT_GWCP512(7)
+        CT_GWCP512(8)
+        default: break;
+    }
+}
+#undef CT_GWCP512
+
 /* gi: M (<= CT_GIC512_M) rows x NV*16 (<= 32) ci; chains in registers for the whole call (M*NV block sums + as
  * many chains + 2 weight vectors fit the 32 registers), as ct_gic_body_256 otherwise. */
 #define CT_GIC512_M 6
@@ -584,78 +648,152 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
     }
 }
 
-#define CT_GIC512(MM) \
-    case MM: { if (nv == 2) ct_gic_body_512(MM, 2, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, \
-                                            Ci, ldc); \
-               else ct_gic_body_512(MM, 1, n, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp, n, Ci, ldc); \
+#define CT_GIC512(MM, JA, JZ) \
+    case MM: { if (nv == 2) ct_gic_body_512(MM, 2, n, DYp, RO, i + rowoff, dk, K, JA, JZ, k0, Cout, Bp, n, Ci, ldc); \
+               else ct_gic_body_512(MM, 1, n, DYp, RO, i + rowoff, dk, K, JA, JZ, k0, Cout, Bp, n, Ci, ldc); \
              } break;
 
-/* gi, a pass of whole blocks (each k0 = L channels inside one full DY panel, a full 32-column weight panel,
- * blocks one after the other in it): M rows x 32 ci over nb blocks, block jb's DY at A0 + aoff[jb] (the same
- * offsets for every tile of the pass: computed once by the caller), its weight rows at Bb + jb*L*CT_PO.  The
- * chains in registers; same operations, same order as ct_gic_body_512. */
-CT_I512 void ct_gic_pass_512(const int M, const int L, int64_t nb, const float *A0, const int64_t *aoff,
-                             const float *Bb, float *C, int64_t ldc) {
-    __m512 c[CT_GIC512_M][2], s[CT_GIC512_M][2];
-    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-        c[i][0] = _mm512_loadu_ps(C + i * ldc);
-        c[i][1] = _mm512_loadu_ps(C + i * ldc + 16);
+/* gi, a pass of whole blocks in DY panels of width W (rows W floats apart; blocks one after the other in the
+ * weight panel, its rows ldb floats apart): M rows x NV*16 ci over nb blocks, block jb's DY at A0 + aoff[jb]
+ * (the same offsets for every tile of the pass: computed once by the caller, ct_gic_run), its weight rows at
+ * Bb + jb*L*ldb.  NV = 2 needs n == 32 (ldb == CT_PO); NV = 1 takes n <= 16 columns (mask m0) and up to 12
+ * rows, so that 12 independent block sums hide the FMA latency.  The chains in registers; same operations,
+ * same order as ct_gic_body_512. */
+#define CT_GICP1_M 12
+CT_I512 void ct_gic_passw_512(const int M, const int L, const int NV, const int W, int64_t nb, const float *A0,
+                              const int64_t *aoff, const float *Bb, int64_t ldb, __mmask16 m0, float *C,
+                              int64_t ldc) {
+    __m512 c[CT_GICP1_M][2], s[CT_GICP1_M][2];
+    const int64_t ld = NV == 2 ? CT_PO : ldb;      /* a constant for the full panels */
+    _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
+        if (NV == 2) {
+            c[i][0] = _mm512_loadu_ps(C + i * ldc);
+            c[i][1] = _mm512_loadu_ps(C + i * ldc + 16);
+        } else {
+            c[i][0] = _mm512_maskz_loadu_ps(m0, C + i * ldc);
+        }
     }
-    for (int64_t jb = 0; jb < nb; jb++, Bb += L * CT_PO) {
+    for (int64_t jb = 0; jb < nb; jb++, Bb += L * ld) {
         const float *Ar = A0 + aoff[jb];
         {
-            __m512 b0 = _mm512_loadu_ps(Bb), b1 = _mm512_loadu_ps(Bb + 16);
-            _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-                __m512 av = _mm512_set1_ps(Ar[i * CT_PO]);
+            __m512 b0 = NV == 2 ? _mm512_loadu_ps(Bb) : _mm512_maskz_loadu_ps(m0, Bb);
+            __m512 b1 = NV == 2 ? _mm512_loadu_ps(Bb + 16) : _mm512_setzero_ps();
+            _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
+                __m512 av = _mm512_set1_ps(Ar[i * W]);
                 s[i][0] = _mm512_fmadd_ps(av, b0, _mm512_setzero_ps());
-                s[i][1] = _mm512_fmadd_ps(av, b1, _mm512_setzero_ps());
+                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, _mm512_setzero_ps());
             }
         }
         _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
-            __m512 b0 = _mm512_loadu_ps(Bb + l * CT_PO), b1 = _mm512_loadu_ps(Bb + l * CT_PO + 16);
-            _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-                __m512 av = _mm512_set1_ps(Ar[i * CT_PO + l]);
+            __m512 b0 = NV == 2 ? _mm512_loadu_ps(Bb + l * ld) : _mm512_maskz_loadu_ps(m0, Bb + l * ld);
+            __m512 b1 = NV == 2 ? _mm512_loadu_ps(Bb + l * ld + 16) : _mm512_setzero_ps();
+            _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
+                __m512 av = _mm512_set1_ps(Ar[i * W + l]);
                 s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
-                s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
             }
         }
-        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
+        _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
             c[i][0] = _mm512_add_ps(c[i][0], s[i][0]);
-            c[i][1] = _mm512_add_ps(c[i][1], s[i][1]);
+            if (NV == 2) c[i][1] = _mm512_add_ps(c[i][1], s[i][1]);
         }
     }
-    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-        _mm512_storeu_ps(C + i * ldc, c[i][0]);
-        _mm512_storeu_ps(C + i * ldc + 16, c[i][1]);
+    _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
+        if (NV == 2) {
+            _mm512_storeu_ps(C + i * ldc, c[i][0]);
+            _mm512_storeu_ps(C + i * ldc + 16, c[i][1]);
+        } else {
+            _mm512_mask_storeu_ps(C + i * ldc, m0, c[i][0]);
+        }
     }
 }
 
-/* rows [i0, i1) of a panel of n (<= 32) columns, in tiles of CT_GIC512_M rows; the panel's weight rows for the
- * blocks [jb0, jb1) (CT_KCB x 128 bytes) stay in L1 while the rows go by */
+/* The AVX-512 gi passes: the run of blocks from jb (before jb1, at most CT_KCB / 8 of them) that are whole
+ * blocks of k0 = 8 or 16 channels in DY panels of one width *W (the full panels: CT_PO; the last one: the rest
+ * of Cout), with their DY offsets aoff[] from a tile's first row (row i0 + rowoff, read in a panel of width *W).
+ * Returns the run's end, or jb when block jb is not whole (its group cut short by Cout). */
+static inline int64_t ct_gic_run(int64_t k0, int64_t K, int64_t jb, int64_t jb1, int64_t Cout, int64_t RO,
+                                 int64_t dk, int64_t *W, int64_t *aoff) {
+    if (!(k0 == 8 || k0 == 16) || K < 1) return jb;
+    int64_t g = jb / K, kk = jb % K, q = g * k0 / CT_PO;
+    if (g * k0 + k0 > Cout) return jb;
+    *W = ct_min(CT_PO, Cout - q * CT_PO);
+    /* whole groups in panels of width *W: the full panels (all of them, one after the other), or the last one;
+     * either way up to the last whole group of Cout */
+    int64_t gend = ct_min(*W == CT_PO ? (Cout / CT_PO) * CT_PO / k0 : Cout / k0, Cout / k0);
+    int64_t je = ct_min(ct_min(jb1, gend * K), jb + CT_KCB / 8);
+    for (int64_t j = 0; j < je - jb; j++) {
+        int64_t lo = g * k0, qj = lo / CT_PO;     /* the full panels: qj from q on; the last one: q */
+        aoff[j] = qj * RO * CT_PO + kk * dk * *W + (lo - qj * CT_PO);
+        if (++kk == K) { kk = 0; g++; }
+    }
+    return je;
+}
+
+/* rows [i0, i1) of one run of pass blocks (ct_gic_run) in tiles: NV = 2, CT_GIC512_M rows; NV = 1, 12, then
+ * 8 and 4.  Returns the first row not done (the rest go to ct_gic_body_512). */
+CT_I512 int64_t ct_gic_passrows_512(const int NV, const int L, const int W, int64_t i0, int64_t i1, int64_t nb,
+                                    const float *DYp, int64_t rowoff, const int64_t *aoff, const float *Bb,
+                                    int64_t ldb, __mmask16 m0, float *C, int64_t ldc) {
+    const int M = NV == 2 ? CT_GIC512_M : CT_GICP1_M;
+    int64_t i = i0;
+    for (; i + M <= i1; i += M)
+        ct_gic_passw_512(M, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
+    if (NV == 1 && i + 8 <= i1) {
+        ct_gic_passw_512(8, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
+        i += 8;
+    }
+    if (NV == 1 && i + 4 <= i1) {
+        ct_gic_passw_512(4, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
+        i += 4;
+    }
+    return i;
+}
+/* one function per (NV, L, W), not inlined into each other (register allocation: see ct_gic_rows4_256) */
+#define CT_GICPR512(NV, L, W) \
+    static CT_T512 __attribute__((noinline)) int64_t ct_gic_pr512_##NV##_##L##_##W( \
+        int64_t i0, int64_t i1, int64_t nb, const float *DYp, int64_t rowoff, const int64_t *aoff, const float *Bb, \
+        int64_t ldb, __mmask16 m0, float *C, int64_t ldc) { \
+        return ct_gic_passrows_512(NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc); }
+CT_GICPR512(2, 8, 32) CT_GICPR512(2, 16, 32) CT_GICPR512(2, 8, 16) CT_GICPR512(2, 16, 16)
+CT_GICPR512(1, 8, 32) CT_GICPR512(1, 16, 32) CT_GICPR512(1, 8, 16) CT_GICPR512(1, 16, 16)
+#undef CT_GICPR512
+
+/* rows [i0, i1) of a panel of n (<= 32) columns over blocks [jb0, jb1): each run of whole blocks in panels of
+ * one width (ct_gic_run) takes the unrolled passes for its row tiles, the rest the general body; the panel's
+ * weight rows for the blocks (at most CT_KCB x 128 bytes) stay in L1 while the rows go by.  Every row adds its
+ * blocks in order either way. */
 static CT_T512 void ct_gic_rows_512(int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
                                     int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
                                     int64_t Cout, const float *Bp, float *C, int64_t ldc) {
-    /* a pass of whole blocks of full panels: every tile takes the unrolled blocks at precomputed offsets */
-    int64_t aoff[CT_KCB / 8], nb = ct_gic_pass_offsets(n, k0, K, jb0, jb1, Cout, RO, dk, aoff);
-    if (nb) {
-        const float *Bb = Bp + jb0 * k0 * CT_PO;
-        int64_t iz = i0 + (i1 - i0) / CT_GIC512_M * CT_GIC512_M;
-        for (int64_t i = i0; i < iz; i += CT_GIC512_M) {
-            const float *A0 = DYp + (i + rowoff) * CT_PO;
-            if (k0 == 8) ct_gic_pass_512(CT_GIC512_M, 8, nb, A0, aoff, Bb, C + (i - i0) * ldc, ldc);
-            else ct_gic_pass_512(CT_GIC512_M, 16, nb, A0, aoff, Bb, C + (i - i0) * ldc, ldc);
-        }
-        if (iz == i1) return;
-        C += (iz - i0) * ldc;
-        i0 = iz;
-    }
     int nv = n > 16 ? 2 : 1;
-    for (int64_t i = i0; i < i1; i += CT_GIC512_M) {
-        float *Ci = C + (i - i0) * ldc;
-        switch (ct_min(CT_GIC512_M, i1 - i)) {
-            CT_GIC512(1) CT_GIC512(2) CT_GIC512(3) CT_GIC512(4) CT_GIC512(5) CT_GIC512(6)
-            default: break;
+    __mmask16 m0 = ct_mask16(n);
+    for (int64_t jb = jb0; jb < jb1;) {
+        int64_t aoff[CT_KCB / 8], W = 0, iz = i0;
+        int64_t je = (n == CT_PO || n <= 16) ? ct_gic_run(k0, K, jb, jb1, Cout, RO, dk, &W, aoff) : jb;
+        if (je == jb) je = jb1;                       /* not a whole block: the general body for the rest */
+        else if (W == CT_PO || W == 16) {
+            const float *Bb = Bp + jb * k0 * n;      /* whole groups before block jb: jb*k0 weight rows */
+            int64_t nb = je - jb;
+            #define CT_GICPR(NV, L, WW) ct_gic_pr512_##NV##_##L##_##WW(i0, i1, nb, DYp, rowoff, aoff, Bb, n, m0, C, ldc)
+            if (nv == 2) {
+                if (k0 == 8) iz = W == CT_PO ? CT_GICPR(2, 8, 32) : CT_GICPR(2, 8, 16);
+                else iz = W == CT_PO ? CT_GICPR(2, 16, 32) : CT_GICPR(2, 16, 16);
+            } else {
+                if (k0 == 8) iz = W == CT_PO ? CT_GICPR(1, 8, 32) : CT_GICPR(1, 8, 16);
+                else iz = W == CT_PO ? CT_GICPR(1, 16, 32) : CT_GICPR(1, 16, 16);
+            }
+            #undef CT_GICPR
         }
+        for (int64_t i = iz; i < i1; i += CT_GIC512_M) {
+            float *Ci = C + (i - i0) * ldc;
+            switch (ct_min(CT_GIC512_M, i1 - i)) {
+                CT_GIC512(1, jb, je) CT_GIC512(2, jb, je) CT_GIC512(3, jb, je) CT_GIC512(4, jb, je)
+                CT_GIC512(5, jb, je) CT_GIC512(6, jb, je)
+                default: break;
+            }
+        }
+        jb = je;
     }
 }
 #endif /* CT_X86 */
@@ -881,6 +1019,24 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
                 const float *Xq = P->Xp + (ci / CT_PX) * P->RI * CT_PX;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
+#if CT_X86
+                /* at most 16 co: two full-or-last X panels to a call (ct_gwc_pair_512) */
+                if (P->isa == CT_ISA_AVX512 && P->acc == CT_ACC_CUBE && wq <= 16 && wi == CT_PX &&
+                    ci + CT_PX < T->I1) {
+                    int64_t wi2 = ct_min(CT_PX, P->Cin - ci - CT_PX);
+                    const float *Xq2 = Xq + P->RI * CT_PX;
+                    for (int64_t j = 0; j < ni; j++) {
+                        int64_t xr = xbs[j] + (a + (k - P->pad) * U) * stx;
+                        ct_gwc_pair_512(wi2, wq, Xq + xr * wi, stx * wi, Xq2 + xr * wi2, stx * wi2,
+                                        Bq + (yr[j] + a * ys) * wq, ys * wq, z - a, first, k0b,
+                                        fin ? T->cb + kt * T->tile + o : NULL, T->ld,
+                                        T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL,
+                                        T->lcc, cin, F.pb ? &F : NULL);
+                    }
+                    ci += CT_PX;
+                    continue;
+                }
+#endif
                 for (int64_t j = 0; j < ni; j++)
                     ct_gwc_ukr(P, wi, wq, Xq + (xbs[j] + (a + (k - P->pad) * U) * stx) * wi, stx * wi,
                                Bq + (yr[j] + a * ys) * wq, ys * wq, z - a, first, fin ? T->cb + kt * T->tile + o : NULL,
