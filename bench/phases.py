@@ -40,6 +40,7 @@ def main(argv=None):
     ap.add_argument("--forms", default="sequential,cube", help="comma-separated accumulation forms")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--shape", help="one shape T,B,Cin,Cout,K,pad instead of the fairseq set")
+    ap.add_argument("--soc", default="ascend910b", help="the chip profile whose order the sums follow")
     args = ap.parse_args(argv)
     import numpy as np
     import pyconvtbc
@@ -52,7 +53,7 @@ def main(argv=None):
         shapes = [tuple(int(v) for v in args.shape.split(","))]
         if len(shapes[0]) != 6:
             ap.error(f"--shape is {args.shape!r}; expected six integers T,B,Cin,Cout,K,pad")
-    print(f"isa {K.isa()}, {args.threads} thread(s), {'CPU' if args.threads == 1 else 'wall'} time, ms")
+    print(f"isa {K.isa()}, {args.soc}, {args.threads} thread(s), {'CPU' if args.threads == 1 else 'wall'} time, ms")
     for shape in shapes:
         dy, x, w, b = _inputs(shape, np)
         T_in, B, Cin, Cout, Kk, pad = shape
@@ -65,7 +66,7 @@ def main(argv=None):
                 for form, mask in (order if p % 2 == 0 else order[::-1]):
                     K._set_phase_mask(mask)
                     call = lambda: pyconvtbc.conv_tbc_backward(  # noqa: E731
-                        dy, x, w, b, pad, num_threads=args.threads, accumulation=form)
+                        dy, x, w, b, pad, num_threads=args.threads, accumulation=form, soc=args.soc)
                     call()
                     best = float("inf")
                     for _ in range(args.reps):

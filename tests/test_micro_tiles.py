@@ -1,11 +1,11 @@
 """Every micro-kernel path of the gradInput / forward sums, bit for bit against the independent model.
 
 The AVX2 kernels take an unrolled path for the common case (a pass whose blocks are all 8 or 16 channels lying
-inside whole 32-channel panels, over whole 4- or 6-row x 16-channel tiles) and a general path for the rest (the
-rows left over, a last narrower panel, blocks of other sizes, a block cut by a panel edge).  The AVX-512 kernels
-take unrolled passes over runs of whole 8- or 16-channel blocks in reduction panels of width 32 or 16 (a last
-panel of 16 channels), on tiles of 6 rows x 32 output channels, or of 12, 8 and 4 rows x at most 16 output
-channels (a panel of 16 or fewer), and the general path for the rest. The shapes below put
+inside reduction panels of 32 channels or a last panel of 16, over whole 4- or 6-row x 16-channel tiles of an
+output panel of 32 or 16 channels) and a general path for the rest (the rows left over, other panel widths,
+blocks of other sizes, a block cut by a panel edge).  The AVX-512 kernels take unrolled passes over the same runs
+of blocks, on tiles of 6 rows x 32 output channels, or of 12, 8 and 4 rows x at most 16 output channels (a panel
+of 16 or fewer), and the general path for the rest. The shapes below put
 every output through one or the other, on every instruction set this CPU has and for 1 and 3 threads, and compare
 with the model of accum_reference.py on grid data (float64 sums exact). The unrolled path starts each block sum
 with a product instead of +0 + product; the signed-zero cases check that this never shows (a -0 bias with -0

@@ -36,22 +36,26 @@
 #define CT_KCB 256
 static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
 
-/* The vector gi kernels' fast pass: when blocks [jb0, jb1) of a panel of n == CT_PO columns are all whole
- * blocks of k0 = 8 or 16 channels inside full DY panels, their DY offsets (from a tile's first row, tap 0)
- * are the same for every row tile: aoff[jb - jb0] (aoff holds CT_KCB / 8).  Returns the number of blocks, or
- * 0 when the pass does not apply (the general per-block code runs instead). */
-static inline int64_t ct_gic_pass_offsets(int64_t n, int64_t k0, int64_t K, int64_t jb0, int64_t jb1, int64_t Cout,
-                                          int64_t RO, int64_t dk, int64_t *aoff) {
-    if (!(n == CT_PO && (k0 == 8 || k0 == 16) && jb0 < jb1 && jb1 - jb0 <= CT_KCB / 8 &&
-          (jb1 - 1) / K * k0 + k0 <= (Cout / CT_PO) * CT_PO))
-        return 0;
-    int64_t nb = jb1 - jb0, g = jb0 / K, kk = jb0 % K;
-    for (int64_t jb = 0; jb < nb; jb++) {
-        int64_t lo = g * k0, q = lo / CT_PO;
-        aoff[jb] = q * RO * CT_PO + kk * dk * CT_PO + (lo - q * CT_PO);
+/* The vector gi kernels' unrolled passes: the run of blocks from jb (before jb1, at most CT_KCB / 8 of them) that are whole
+ * blocks of k0 = 8 or 16 channels in DY panels of one width *W (the full panels: CT_PO; the last one: the rest
+ * of Cout), with their DY offsets aoff[] from a tile's first row (row i0 + rowoff, read in a panel of width *W).
+ * Returns the run's end, or jb when block jb is not whole (its group cut short by Cout). */
+static inline int64_t ct_gic_run(int64_t k0, int64_t K, int64_t jb, int64_t jb1, int64_t Cout, int64_t RO,
+                                 int64_t dk, int64_t *W, int64_t *aoff) {
+    if (!(k0 == 8 || k0 == 16) || K < 1) return jb;
+    int64_t g = jb / K, kk = jb % K, q = g * k0 / CT_PO;
+    if (g * k0 + k0 > Cout) return jb;
+    *W = ct_min(CT_PO, Cout - q * CT_PO);
+    /* whole groups in panels of width *W: the full panels (all of them, one after the other), or the last one;
+     * either way up to the last whole group of Cout */
+    int64_t gend = ct_min(*W == CT_PO ? (Cout / CT_PO) * CT_PO / k0 : Cout / k0, Cout / k0);
+    int64_t je = ct_min(ct_min(jb1, gend * K), jb + CT_KCB / 8);
+    for (int64_t j = 0; j < je - jb; j++) {
+        int64_t lo = g * k0, qj = lo / CT_PO;     /* the full panels: qj from q on; the last one: q */
+        aoff[j] = qj * RO * CT_PO + kk * dk * *W + (lo - qj * CT_PO);
         if (++kk == K) { kk = 0; g++; }
     }
-    return nb;
+    return je;
 }
 
 /* float64 -> fp32 rounding toward zero: RNE, then one step toward zero when RNE went away from zero (then f is
@@ -257,23 +261,24 @@ static CT_T256 void ct_gwc_ukr_256(int64_t m, int64_t n, const float *A, int64_t
 }
 
 /* gi, the common case: one block of L (8 or 16, a compile-time constant) products for M rows x 16 ci, the
- * block's channels inside one full DY panel (A rows CT_PO floats apart) and a full W panel (B rows CT_PO floats
- * apart).  Fully unrolled with constant offsets: no scalar work between the FMAs.  Same operations, same order
+ * block's channels inside one DY panel of width W (A rows W floats apart: 32, or a last panel of 16) and a weight
+ * panel of LD (32 or 16) columns (B rows LD floats apart), all compile-time constants.  Fully unrolled with constant offsets: no scalar work between the FMAs.  Same operations, same order
  * as the general block below (s from +0 by FMAs in channel order, then chain = chain + s). */
-CT_I256 void ct_gic_blk_256(const int M, const int L, const float *Ar, const float *Bb, float *cm) {
+CT_I256 void ct_gic_blk_256(const int M, const int L, const int W, const int LD, const float *Ar, const float *Bb,
+                            float *cm) {
     __m256 s[6][2];
     {
         __m256 b0 = _mm256_loadu_ps(Bb), b1 = _mm256_loadu_ps(Bb + 8);
         _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            __m256 av = _mm256_broadcast_ss(Ar + i * CT_PO);
+            __m256 av = _mm256_broadcast_ss(Ar + i * W);
             s[i][0] = _mm256_fmadd_ps(av, b0, _mm256_setzero_ps());
             s[i][1] = _mm256_fmadd_ps(av, b1, _mm256_setzero_ps());
         }
     }
     _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
-        __m256 b0 = _mm256_loadu_ps(Bb + l * CT_PO), b1 = _mm256_loadu_ps(Bb + l * CT_PO + 8);
+        __m256 b0 = _mm256_loadu_ps(Bb + l * LD), b1 = _mm256_loadu_ps(Bb + l * LD + 8);
         _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
-            __m256 av = _mm256_broadcast_ss(Ar + i * CT_PO + l);
+            __m256 av = _mm256_broadcast_ss(Ar + i * W + l);
             s[i][0] = _mm256_fmadd_ps(av, b0, s[i][0]);
             s[i][1] = _mm256_fmadd_ps(av, b1, s[i][1]);
         }
@@ -302,8 +307,8 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
         if (fast && hi == lo + k0 && hi <= full && lo / CT_PO == (hi - 1) / CT_PO) {
             int64_t q = lo / CT_PO;
             const float *Ar = DYp + q * RO * CT_PO + row * CT_PO + (lo - q * CT_PO);
-            if (k0 == 8) ct_gic_blk_256(M, 8, Ar, Bb, cm);
-            else ct_gic_blk_256(M, 16, Ar, Bb, cm);
+            if (k0 == 8) ct_gic_blk_256(M, 8, CT_PO, CT_PO, Ar, Bb, cm);
+            else ct_gic_blk_256(M, 16, CT_PO, CT_PO, Ar, Bb, cm);
         } else {
             __m256 s[6][2];
             _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
@@ -337,62 +342,75 @@ CT_I256 void ct_gic_body_256(const int M, const int NV, int64_t n, const float *
     }
 }
 
-#define CT_GIC256(MM) \
-    case MM: { if (nv == 2) ct_gic_body_256(MM, 2, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, \
-                                            n, Ci + j0, ldc); \
-               else ct_gic_body_256(MM, 1, nn, DYp, RO, i + rowoff, dk, K, jb0, jb1, k0, Cout, Bp + j0, n, \
+#define CT_GIC256(MM, JA, JZ) \
+    case MM: { if (nv == 2) ct_gic_body_256(MM, 2, nn, DYp, RO, i + rowoff, dk, K, JA, JZ, k0, Cout, Bp + j0, n, \
+                                            Ci + j0, ldc); \
+               else ct_gic_body_256(MM, 1, nn, DYp, RO, i + rowoff, dk, K, JA, JZ, k0, Cout, Bp + j0, n, \
                                     Ci + j0, ldc); } break;
 
-/* gi, a pass of whole blocks (each k0 = L channels inside one full DY panel, weight panel rows CT_PO floats
+/* gi, a pass of whole blocks (each k0 = L channels inside one DY panel of width W, weight panel rows LD floats
  * apart, blocks one after the other in it): M rows x 16 ci over nb blocks, block jb's DY at A0 + aoff[jb] (the
- * offsets are the same for every tile of the pass: computed once by the caller), its weight rows at
- * Bb + jb*L*CT_PO.  Same operations, same order as ct_gic_body_256. */
-CT_I256 void ct_gic_pass_256(const int M, const int L, int64_t nb, const float *A0, const int64_t *aoff,
-                             const float *Bb, float *C, int64_t ldc) {
+ * offsets are the same for every tile of the pass: computed once, ct_gic_run), its weight rows at
+ * Bb + jb*L*LD.  Same operations, same order as ct_gic_body_256. */
+CT_I256 void ct_gic_pass_256(const int M, const int L, const int W, const int LD, int64_t nb, const float *A0,
+                             const int64_t *aoff, const float *Bb, float *C, int64_t ldc) {
     float cm[6 * 16] __attribute__((aligned(32)));
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
         _mm256_store_ps(cm + 16 * i, _mm256_loadu_ps(C + i * ldc));
         _mm256_store_ps(cm + 16 * i + 8, _mm256_loadu_ps(C + i * ldc + 8));
     }
-    for (int64_t jb = 0; jb < nb; jb++) ct_gic_blk_256(M, L, A0 + aoff[jb], Bb + jb * L * CT_PO, cm);
+    for (int64_t jb = 0; jb < nb; jb++) ct_gic_blk_256(M, L, W, LD, A0 + aoff[jb], Bb + jb * L * LD, cm);
     _Pragma("GCC unroll 6") for (int i = 0; i < M; i++) {
         _mm256_storeu_ps(C + i * ldc, _mm256_load_ps(cm + 16 * i));
         _mm256_storeu_ps(C + i * ldc + 8, _mm256_load_ps(cm + 16 * i + 8));
     }
 }
 
-/* rows [i0, i1) of a panel of n columns: each 16-column half outer, tiles of M rows inner, so that the half's
- * weight rows for the blocks [jb0, jb1) stay in L1 while the rows go by.  M (4 or 6: ct_gic256_m) is cache and
- * register blocking only: no result depends on it. */
+/* rows [i0, i1) of a panel of n columns over blocks [jb0, jb1): each run of whole blocks in DY panels of one
+ * width (ct_gic_run: 32, or a last panel of 16) takes the unrolled passes for the whole tiles, when the panel
+ * is 32 or 16 columns (16-column halves); the rest take the general body.  Each 16-column half outer, tiles of M
+ * rows inner, so that the half's weight rows for the blocks stay in L1 while the rows go by.  M (4 or 6:
+ * ct_gic256_m) is cache and register blocking only: no result depends on it. */
 CT_I256 void ct_gic_rows_m_256(const int M, int64_t i0, int64_t i1, int64_t n, const float *DYp, int64_t RO,
                                int64_t rowoff, int64_t dk, int64_t K, int64_t jb0, int64_t jb1, int64_t k0,
                                int64_t Cout, const float *Bp, float *C, int64_t ldc) {
-    /* a pass of whole blocks of full panels: every tile takes the unrolled blocks at precomputed offsets */
-    int64_t aoff[CT_KCB / 8], nb = ct_gic_pass_offsets(n, k0, K, jb0, jb1, Cout, RO, dk, aoff);
-    if (nb) {
-        const float *Bb = Bp + jb0 * k0 * CT_PO;
-        int64_t iz = i0 + (i1 - i0) / M * M;
+    for (int64_t jb = jb0; jb < jb1;) {
+        int64_t aoff[CT_KCB / 8], W = 0, iz = i0;
+        int64_t je = (n == CT_PO || n == 16) ? ct_gic_run(k0, K, jb, jb1, Cout, RO, dk, &W, aoff) : jb;
+        if (je == jb) je = jb1;                       /* not a whole block: the general body for the rest */
+        else if (W == CT_PO || W == 16) {
+            const float *Bb = Bp + jb * k0 * n;      /* whole groups before block jb: jb*k0 weight rows */
+            int64_t nb = je - jb;
+            iz = i0 + (i1 - i0) / M * M;
+            for (int64_t j0 = 0; j0 < n; j0 += 16) {
+                for (int64_t i = i0; i < iz; i += M) {
+                    const float *A0 = DYp + (i + rowoff) * W;
+                    float *Ci = C + (i - i0) * ldc + j0;
+                    #define CT_GICP256(L, WW, LD) ct_gic_pass_256(M, L, WW, LD, nb, A0, aoff, Bb + j0, Ci, ldc)
+                    if (n == CT_PO) {
+                        if (W == CT_PO) { if (k0 == 8) CT_GICP256(8, 32, 32); else CT_GICP256(16, 32, 32); }
+                        else { if (k0 == 8) CT_GICP256(8, 16, 32); else CT_GICP256(16, 16, 32); }
+                    } else {
+                        if (W == CT_PO) { if (k0 == 8) CT_GICP256(8, 32, 16); else CT_GICP256(16, 32, 16); }
+                        else { if (k0 == 8) CT_GICP256(8, 16, 16); else CT_GICP256(16, 16, 16); }
+                    }
+                    #undef CT_GICP256
+                }
+            }
+        }
         for (int64_t j0 = 0; j0 < n; j0 += 16) {
-            for (int64_t i = i0; i < iz; i += M) {
-                const float *A0 = DYp + (i + rowoff) * CT_PO;
-                if (k0 == 8) ct_gic_pass_256(M, 8, nb, A0, aoff, Bb + j0, C + (i - i0) * ldc + j0, ldc);
-                else ct_gic_pass_256(M, 16, nb, A0, aoff, Bb + j0, C + (i - i0) * ldc + j0, ldc);
+            int64_t nn = ct_min(16, n - j0);
+            int nv = nn > 8 ? 2 : 1;
+            for (int64_t i = iz; i < i1; i += M) {
+                float *Ci = C + (i - i0) * ldc;
+                switch (ct_min(M, i1 - i)) {
+                    CT_GIC256(1, jb, je) CT_GIC256(2, jb, je) CT_GIC256(3, jb, je) CT_GIC256(4, jb, je)
+                    CT_GIC256(5, jb, je) CT_GIC256(6, jb, je)
+                    default: break;
+                }
             }
         }
-        if (iz == i1) return;
-        C += (iz - i0) * ldc;
-        i0 = iz;
-    }
-    for (int64_t j0 = 0; j0 < n; j0 += 16) {
-        int64_t nn = ct_min(16, n - j0);
-        int nv = nn > 8 ? 2 : 1;
-        for (int64_t i = i0; i < i1; i += M) {
-            float *Ci = C + (i - i0) * ldc;
-            switch (ct_min(M, i1 - i)) {
-                CT_GIC256(1) CT_GIC256(2) CT_GIC256(3) CT_GIC256(4) CT_GIC256(5) CT_GIC256(6)
-                default: break;
-            }
-        }
+        jb = je;
     }
 }
 /* one function per tile height, not inlined into each other: inlined together, the compiler allocated the
@@ -706,28 +724,6 @@ CT_I512 void ct_gic_passw_512(const int M, const int L, const int NV, const int 
             _mm512_mask_storeu_ps(C + i * ldc, m0, c[i][0]);
         }
     }
-}
-
-/* The AVX-512 gi passes: the run of blocks from jb (before jb1, at most CT_KCB / 8 of them) that are whole
- * blocks of k0 = 8 or 16 channels in DY panels of one width *W (the full panels: CT_PO; the last one: the rest
- * of Cout), with their DY offsets aoff[] from a tile's first row (row i0 + rowoff, read in a panel of width *W).
- * Returns the run's end, or jb when block jb is not whole (its group cut short by Cout). */
-static inline int64_t ct_gic_run(int64_t k0, int64_t K, int64_t jb, int64_t jb1, int64_t Cout, int64_t RO,
-                                 int64_t dk, int64_t *W, int64_t *aoff) {
-    if (!(k0 == 8 || k0 == 16) || K < 1) return jb;
-    int64_t g = jb / K, kk = jb % K, q = g * k0 / CT_PO;
-    if (g * k0 + k0 > Cout) return jb;
-    *W = ct_min(CT_PO, Cout - q * CT_PO);
-    /* whole groups in panels of width *W: the full panels (all of them, one after the other), or the last one;
-     * either way up to the last whole group of Cout */
-    int64_t gend = ct_min(*W == CT_PO ? (Cout / CT_PO) * CT_PO / k0 : Cout / k0, Cout / k0);
-    int64_t je = ct_min(ct_min(jb1, gend * K), jb + CT_KCB / 8);
-    for (int64_t j = 0; j < je - jb; j++) {
-        int64_t lo = g * k0, qj = lo / CT_PO;     /* the full panels: qj from q on; the last one: q */
-        aoff[j] = qj * RO * CT_PO + kk * dk * *W + (lo - qj * CT_PO);
-        if (++kk == K) { kk = 0; g++; }
-    }
-    return je;
 }
 
 /* rows [i0, i1) of one run of pass blocks (ct_gic_run) in tiles: NV = 2, CT_GIC512_M rows; NV = 1, 12, then
