@@ -102,19 +102,24 @@ GI_SHAPES = [(12, 3, 32, 64, 3, 1), (11, 4, 45, 72, 3, 1), (6, 2, 20, 40, 2, 1),
              (11, 4, 32, 16, 3, 1), (10, 3, 45, 16, 2, 1)]
 
 
-@pytest.mark.parametrize("block_size", [None, 16, 12])
-@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
-@pytest.mark.parametrize("shape", GI_SHAPES)
-def test_grad_input_tiles_bit_for_bit(shape, soc, block_size):
+def _backward_grid(shape):
+    """Grid data for a backward call of ``shape`` (float64 sums exact): dy, x, w and a zero bias."""
     T_in, B, Cin, Cout, K_, pad = shape
     T_out = T_in + 2 * pad - K_ + 1
     rng = np.random.default_rng(sum(shape))
     dy = R.grid(rng, (T_out, B, Cout), 6, emin=-6, emax=6)
     x = R.grid(rng, (T_in, B, Cin), 6, emin=-6, emax=6)
     w = R.grid(rng, (K_, Cin, Cout), 6, emin=-6, emax=6)
-    b = np.zeros(Cout, np.float32)
-    k0 = block_size or 8
-    want = R.grad_input(dy, w, T_in, pad, "cube", k0, soc)
+    return dy, x, w, np.zeros(Cout, np.float32)
+
+
+@pytest.mark.parametrize("block_size", [None, 16, 12])
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
+@pytest.mark.parametrize("shape", GI_SHAPES)
+def test_grad_input_tiles_bit_for_bit(shape, soc, block_size):
+    T_in, pad = shape[0], shape[5]
+    dy, x, w, b = _backward_grid(shape)
+    want = R.grad_input(dy, w, T_in, pad, "cube", block_size or 8, soc)
     for gi, _, _ in _each_isa_and_threads(lambda n: pc.conv_tbc_backward(
             dy, x, w, b, pad, soc=soc, deterministic=True, block_size=block_size, num_threads=n)):
         assert_same_bits(gi, want)
@@ -155,13 +160,8 @@ GW_SHAPES = [(300, 3, 20, 16, 3, 1), (40, 5, 12, 5, 2, 0), (9, 7, 16, 16, 3, 1),
 @pytest.mark.parametrize("soc", ["ascend910b", "ascend950"])
 @pytest.mark.parametrize("shape", GW_SHAPES)
 def test_grad_weight_narrow_panels_bit_for_bit(shape, soc, block_size):
-    T_in, B, Cin, Cout, K_, pad = shape
-    T_out = T_in + 2 * pad - K_ + 1
-    rng = np.random.default_rng(sum(shape))
-    dy = R.grid(rng, (T_out, B, Cout), 6, emin=-6, emax=6)
-    x = R.grid(rng, (T_in, B, Cin), 6, emin=-6, emax=6)
-    w = R.grid(rng, (K_, Cin, Cout), 6, emin=-6, emax=6)
-    b = np.zeros(Cout, np.float32)
+    K_, pad = shape[4], shape[5]
+    dy, x, w, b = _backward_grid(shape)
     want = R.grad_weight(x, dy, K_, pad, "cube", block_size or 8, soc)
     for _, gw, _ in _each_isa_and_threads(lambda n: pc.conv_tbc_backward(
             dy, x, w, b, pad, soc=soc, deterministic=True, block_size=block_size, num_threads=n)):
