@@ -18,7 +18,7 @@ import pyconvtbc as pc
 from pyconvtbc._kernels import _conv_tbc as K
 
 import accum_reference as R
-from test_forward import assert_same_bits, grid_problem, model
+from test_forward import assert_same_bits, grid_problem, hif8_codes, model
 
 ISAS = [n for n in ("portable", "avx2", "avx512") if {"portable": 0, "avx2": 1, "avx512": 2}[n]
         <= {"portable": 0, "avx2": 1, "avx512": 2}[K.isa_supported()]]
@@ -166,3 +166,47 @@ def test_grad_weight_narrow_panels_bit_for_bit(shape, soc, block_size):
     for _, gw, _ in _each_isa_and_threads(lambda n: pc.conv_tbc_backward(
             dy, x, w, b, pad, soc=soc, deterministic=True, block_size=block_size, num_threads=n)):
         assert_same_bits(gw, want)
+
+
+# The forward with narrow channels (the "cube" form, Cin and Cout <= 8, B >= 8) takes gradInput's narrow kernels,
+# lanes along the output rows: tap k reads x row t + k - pad, the chains start at the bias.  Rows not a multiple
+# of the lanes (B = 9, 12), Cin / Cout of 1, K = 1 and K = 4 with pad 3 (rows missing taps at both ends).
+NARROW_FWD_SHAPES = [(20, 8, 2, 2, 3, 1), (13, 9, 8, 8, 3, 2), (40, 16, 5, 3, 4, 3), (7, 12, 1, 7, 2, 0),
+                     (30, 8, 8, 1, 1, 0)]
+
+
+@pytest.mark.parametrize("dn,soc,cmt", [("float32", "ascend910b", 0), ("float32", "ascend910b", 3),
+                                        ("float32", "ascend910", 2), ("float16", "ascend910b", 0),
+                                        ("bfloat16", "ascend950", 0)])
+@pytest.mark.parametrize("shape", NARROW_FWD_SHAPES)
+def test_forward_narrow_channels_bit_for_bit(shape, dn, soc, cmt):
+    x, w, b = grid_problem(shape, dn, seed=sum(shape))
+    pad = shape[5]
+    for block_size in (None, 3):
+        want = model(x, w, b, pad, dn, soc, cmt, "cube", block_size)
+        for got in _each_isa_and_threads(lambda n: pc.conv_tbc(x, w, b, pad, cube_math_type=cmt, soc=soc,
+                                                               block_size=block_size, num_threads=n)):
+            assert_same_bits(got, want)
+
+
+def test_forward_narrow_channels_hif8_and_signed_zeros():
+    """HiFloat8 operands and output on ascend950 through the narrow kernels; and a -0 bias where every product
+    of some rows is -0 (the model: -0 + (+0 block sum) = +0 where a row has a tap)."""
+    rng = np.random.default_rng(17)
+    shape = (11, 8, 6, 5, 3, 1)
+    T_in, B, Cin, Cout, K_, pad = shape
+    x, w = hif8_codes(rng, (T_in, B, Cin)), hif8_codes(rng, (K_, Cin, Cout))
+    b = R.grid(rng, (Cout,), bits=10, emin=-8, emax=-2)
+    want = model(x, w, b, pad, "hifloat8", "ascend950", 0, "cube")
+    for got in _each_isa_and_threads(lambda n: pc.conv_tbc(x, w, b, pad, soc="ascend950", hif8_inputs=True,
+                                                           num_threads=n)):
+        assert_same_bits(got, want)
+    x, w, b = grid_problem((8, 8, 4, 4, 3, 1), "float32", seed=2)
+    w = np.abs(w)
+    x = x.copy()
+    x[2:6] = -0.0
+    b = np.full(4, -0.0, np.float32)
+    want = model(x, w, b, 1, "float32", "ascend910b", 0, "cube")
+    assert not np.signbit(want[3:5]).any() and not want[3:5].any()
+    for got in _each_isa_and_threads(lambda n: pc.conv_tbc(x, w, b, 1, num_threads=n)):
+        assert_same_bits(got, want)

@@ -16,6 +16,9 @@
  *   sequential: one fp32 FMA chain, taps k ascending outer, channels ci ascending inner.
  * The fp32 sums are then rounded to `pre` (FP16 / BF16 when C is; else none) and cast to out's dtype (FLOAT,
  * FLOAT16, BF16, or HiFloat8 with hif8_rnd / saturate).
+ * Narrow channels (the cube form, Cin and Cout <= CT_NW, B >= 8): gradInput's narrow kernels make the same sums
+ * with their lanes along the output rows (u.gin_fwd: tap k reads x row t + k - pad; the chains start at the
+ * bias), from x packed channel-major; same operations, same order.
  */
 #ifndef PYCONVTBC_CONV_FWD_H
 #define PYCONVTBC_CONV_FWD_H
@@ -40,6 +43,9 @@ typedef struct {
      * read (win_rows at most; u.dy_ps rows per panel, u.dy_r0 its first row) */
     int win;
     int64_t win_rows, w_rb, n_w;
+    /* narrow channels ("cube", Cin and Cout <= CT_NW, B >= 8): gradInput's narrow kernels (_conv_narrow.h),
+     * lanes along 16 (AVX2: 8) output rows; x packed channel-major, Xp[ci][u.nlo] */
+    int narrow;
 } ct_fwd;
 
 /* Sizes, tasks and workspace.  acc: the form (_conv_cube.h); pre: the rounding of the sums before the cast
@@ -90,6 +96,18 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
             nx = ct_mul_ok(rows, Cin, &ok);
         }
     }
+    /* narrow channels: the cube sums with lanes along the output rows; chains and the cast tile per thread */
+    if (acc == CT_ACC_CUBE && prod && !F->win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW && B >= 8) {
+        F->narrow = 1;
+        F->u.nlo = ct_up(F->RI, 16) + 16;            /* channel stride, as the backward's narrow packs */
+        nx = ct_mul_ok(Cin, F->u.nlo, &ok);
+        F->n_pack_x = ct_cdiv(F->RI, CT_PR);
+        F->n_pack = F->n_pack_x + F->n_pack_w;
+        F->n_comp = ct_cdiv(F->RO, CT_NR);
+        F->cbuf_stride = ct_up(2 * CT_NR * Cout, CT_ALIGN / 4);
+        F->nthreads_max = ct_min(nthreads, F->n_comp);
+        F->n_cbuf = F->nthreads_max;
+    }
     int64_t o = 0;
     F->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
     F->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
@@ -102,6 +120,7 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     u->RI = F->RO; u->RO = F->RI;        /* sums over the packed x rows, one per output row */
     u->Cout = Cin; u->Cin = Cout;        /* reduction channels; output channels */
     u->acc = acc; u->k0 = k0; u->layout = 0;
+    u->gin_fwd = 1;
     return 0;
 }
 
@@ -112,6 +131,7 @@ static void ct_fwd_bind(ct_fwd *F) {
     u->compute = F->compute; u->hbits = F->hbits; u->hrnd = F->hrnd;
     u->DYp = F->Xp;
     u->Wp = F->Wp;
+    u->gin_start = F->bias;
 }
 
 /* pack x: rows [r0, r1) of channel panel q into Xp[q][row][wq], rounded to C */
@@ -169,10 +189,27 @@ static void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task) {
     ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->u.dy_ps * CT_PO + (r0 - ra) * wq);
 }
 
+/* narrow channels: rows [r0, r1) of x, every channel, into Xp[ci][u.nlo], rounded to C */
+static void ct_fwd_nar_pack_x(const ct_fwd *F, int64_t task) {
+    int64_t r0 = task * CT_PR, r1 = ct_min(F->RI, r0 + CT_PR), C = F->Cin;
+    int dense = ct_src_dense(&F->x, F->T_in, F->B, C);
+    float tmp[CT_RB * CT_NW];
+    for (int64_t rr = r0; rr < r1; rr += CT_RB) {
+        int64_t nr = ct_min(CT_RB, r1 - rr);
+        const float *v = dense ? (const float *)(uintptr_t)F->x.base + rr * C : tmp;
+        if (!dense) ct_decode_rows(&F->u, &F->x, C, rr, nr, 0, C, tmp);
+        ct_nar_rows(&F->u, &F->x, dense, C, rr, nr, v, F->Xp, F->u.nlo);
+    }
+}
+
 static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
     if (ct_stop(&F->u)) return;
-    if (task < F->n_pack_x) ct_fwd_pack_x(F, task);
-    else ct_fwd_pack_w(F, task - F->n_pack_x);
+    if (task < F->n_pack_x) {
+        if (F->narrow) ct_fwd_nar_pack_x(F, task);
+        else ct_fwd_pack_x(F, task);
+    } else {
+        ct_fwd_pack_w(F, task - F->n_pack_x);
+    }
 }
 
 /* output rows [u, v) (all valid for tap k): one tap of the sequential chain */
@@ -189,6 +226,12 @@ static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64
 /* compute task: output rows [R0, R1) x co [J0, J1) */
 static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
     if (ct_stop(&F->u)) return;
+    if (F->narrow) {     /* output rows [task*CT_NR, +CT_NR), every co (starting at the bias) */
+        int64_t R0 = task * CT_NR;
+        ct_gin_rows_out(&F->u, R0, ct_min(CT_NR, F->RO - R0), cb, F->out, F->out_dt, F->pre, F->hif8_rnd,
+                        F->saturate);
+        return;
+    }
     int64_t rb = task / F->n_jb, jbk = task % F->n_jb;
     int64_t R0 = rb * CT_MCI, R1 = ct_min(F->RO, R0 + CT_MCI);
     int64_t J0 = jbk * CT_NCI, J1 = ct_min(F->Cout, J0 + CT_NCI), nc = J1 - J0;

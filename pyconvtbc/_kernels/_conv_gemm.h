@@ -156,6 +156,11 @@ typedef struct {
     /* narrow channels (_conv_narrow.h): DYp / Xp channel-major, the per-item gw chains at pcb */
     int narrow;
     int64_t nlo, nli;                     /* narrow: the channel strides of DYp / Xp (floats) */
+    /* the narrow gradInput kernels run the forward too (_conv_fwd.h): gin_fwd = 1 reads DYp's row t + k - pad
+     * for tap k (the forward's x; rows t < T_out whose row is in [0, T_in)) instead of t + pad - k; the chains
+     * start at gin_start[c] (the forward's bias; NULL: +0) */
+    int gin_fwd;
+    const float *gin_start;
     /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
      * the outputs are left partly written.  NULL: never stop. */
     int (*poll)(void *);

@@ -340,25 +340,35 @@ static void ct_gwn_finish(const ct_plan *P, int64_t task) {
 /*   weights W(k, ci, co) at Wp[(ct_wblk(...) + co - lo) * Cin + ci]; chain (ci, row r) to D[ci*ldd + r-r0] */
 /* ------------------------------------------------------------------------------------------------ */
 /* the vector drivers' rows for tap k: [*va, *vz), those whose DY row t + pad - k is in the sequence (and below
- * rend); the portable driver checks the same per row */
+ * rend); the portable driver checks the same per row.  The forward (gin_fwd): rows t < T_out whose x row
+ * t + k - pad is in [0, T_in). */
 static inline void ct_gin_valid(const ct_plan *P, int64_t k, int64_t rend, int64_t *va, int64_t *vz) {
+    if (P->gin_fwd) {
+        *va = ct_max(0, P->pad - k) * P->B;
+        *vz = ct_min(rend, ct_min(P->T_out, P->T_in + P->pad - k) * P->B);
+        return;
+    }
     *va = ct_max(0, k - P->pad) * P->B;
     *vz = ct_min(rend, ct_min(P->T_in, P->T_out + k - P->pad) * P->B);
+}
+/* the operand row of output row r for tap k, as an offset from r */
+static inline int64_t ct_gin_shift(const ct_plan *P, int64_t k) {
+    return (P->gin_fwd ? k - P->pad : P->pad - k) * P->B;
 }
 static void ct_gin_port(const ct_plan *P, int64_t r0, int64_t nr, float *D, int64_t ldd) {
     int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, nG = ct_cdiv(Cout, k0);
     for (int64_t i = 0; i < Cin; i++)
         for (int64_t l = 0; l < nr; l++) {
             int64_t r = r0 + l, t = r / B;
-            float c = 0.0f;
+            float c = P->gin_start ? P->gin_start[i] : 0.0f;
             for (int64_t g = 0; g < nG; g++) {
                 int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
                 for (int64_t k = 0; k < K; k++) {
-                    int64_t d = t + P->pad - k;
-                    if (d < 0 || d >= P->T_out) continue;
+                    int64_t d = P->gin_fwd ? t + k - P->pad : t + P->pad - k;
+                    if (d < 0 || d >= (P->gin_fwd ? P->T_in : P->T_out)) continue;
                     const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin + i;
                     float s = 0.0f;
-                    for (int64_t co = lo; co < hi; co++) s = fmaf(P->DYp[co * P->nlo + r + (P->pad - k) * B], w[co * Cin], s);
+                    for (int64_t co = lo; co < hi; co++) s = fmaf(P->DYp[co * P->nlo + r + ct_gin_shift(P, k)], w[co * Cin], s);
                     c = c + s;
                 }
             }
@@ -394,11 +404,11 @@ CT_I512 void ct_gin_blk_512(const int MI, const float *dy, int64_t RO, const flo
 }
 /* rows [r0, r0 + nr), every ci, 64 rows at a time; chain (ci, row l) to D[ci*ldd + l - r0] */
 static CT_T512 void ct_gin_512(const ct_plan *P, int64_t r0, int64_t nr, float *D, int64_t ldd) {
-    int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, RO = P->nlo, nG = ct_cdiv(Cout, k0);
+    int64_t K = P->K, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, RO = P->nlo, nG = ct_cdiv(Cout, k0);
     int64_t rend = r0 + nr;
     float c[CT_NW * 64] __attribute__((aligned(64)));
     for (int64_t r = r0; r < rend; r += 64) {
-        for (int64_t e = 0; e < Cin * 64; e++) c[e] = 0.0f;
+        for (int64_t e = 0; e < Cin * 64; e++) c[e] = P->gin_start ? P->gin_start[e / 64] : 0.0f;
         for (int64_t g = 0; g < nG; g++) {
             int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
             for (int64_t k = 0; k < K; k++) {
@@ -412,7 +422,7 @@ static CT_T512 void ct_gin_512(const ct_plan *P, int64_t r0, int64_t nr, float *
                 }
                 if (!any) continue;
                 const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin;
-                const float *dy = P->DYp + r + (P->pad - k) * B;
+                const float *dy = P->DYp + r + ct_gin_shift(P, k);
                 for (int64_t ci = 0; ci < Cin; ci += 4) {
                     switch (ct_min(4, Cin - ci)) {
                         case 4: ct_gin_blk_512(4, dy, RO, w + ci, Cin, lo, hi, m, c + 64 * ci); break;
@@ -457,11 +467,11 @@ CT_I256 void ct_gin_blk_256(const int MI, const float *dy, int64_t RO, const flo
         }
 }
 static CT_T256 void ct_gin_256(const ct_plan *P, int64_t r0, int64_t nr, float *D, int64_t ldd) {
-    int64_t K = P->K, B = P->B, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, RO = P->nlo, nG = ct_cdiv(Cout, k0);
+    int64_t K = P->K, Cout = P->Cout, Cin = P->Cin, k0 = P->k0, RO = P->nlo, nG = ct_cdiv(Cout, k0);
     int64_t rend = r0 + nr;
     float c[CT_NW * 16] __attribute__((aligned(32)));
     for (int64_t r = r0; r < rend; r += 16) {
-        for (int64_t e = 0; e < Cin * 16; e++) c[e] = 0.0f;
+        for (int64_t e = 0; e < Cin * 16; e++) c[e] = P->gin_start ? P->gin_start[e / 16] : 0.0f;
         for (int64_t g = 0; g < nG; g++) {
             int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
             for (int64_t k = 0; k < K; k++) {
@@ -473,7 +483,7 @@ static CT_T256 void ct_gin_256(const ct_plan *P, int64_t r0, int64_t nr, float *
                 __m256i m[2];
                 for (int v = 0; v < 2; v++) m[v] = ct_mask_range8(a - 8 * v, z - 8 * v);
                 const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin;
-                const float *dy = P->DYp + r + (P->pad - k) * B;
+                const float *dy = P->DYp + r + ct_gin_shift(P, k);
                 for (int64_t ci = 0; ci < Cin; ci += 4) {
                     switch (ct_min(4, Cin - ci)) {
                         case 4: ct_gin_blk_256(4, dy, RO, w + ci, Cin, lo, hi, full, m, c + 16 * ci); break;
@@ -493,24 +503,31 @@ static CT_T256 void ct_gin_256(const ct_plan *P, int64_t r0, int64_t nr, float *
 }
 #endif
 
-/* gi task: rows [R0, R0 + CT_NR), every ci.  cb: the thread's buffer, [Cin][CT_NR] chains then (outputs other
- * than fp32) the [rows][Cin] fp32 tile that is cast. */
-static void ct_gin_task(const ct_plan *P, int64_t task, float *cb) {
-    int64_t R0 = task * CT_NR, rows = ct_min(CT_NR, P->RI - R0), Cin = P->Cin;
+/* rows [R0, R0 + rows) of the narrow gradInput (or forward) sums, every output channel c (P->Cin of them): the
+ * chains [c][CT_NR] in cb, then the rows [rows][c] to out (fp32: in place), else to the fp32 tile after the
+ * chains (cb + c*CT_NR), rounded to pre and cast to dt. */
+static void ct_gin_rows_out(const ct_plan *P, int64_t R0, int64_t rows, float *cb, char *out, int dt, int pre,
+                            int hif8_rnd, int sat) {
+    int64_t C = P->Cin;
 #if CT_X86
     if (P->isa == CT_ISA_AVX512) ct_gin_512(P, R0, rows, cb, CT_NR);
     else if (P->isa == CT_ISA_AVX2) ct_gin_256(P, R0, rows, cb, CT_NR);
     else
 #endif
         ct_gin_port(P, R0, rows, cb, CT_NR);
-    int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
-    int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;
-    float *res = direct ? (float *)P->gi + R0 * Cin : cb + Cin * CT_NR;
-    ct_nar_transpose(P->isa, 0, res, rows, Cin, cb, CT_NR);
+    int direct = dt == CT_DT_F32 && pre == CT_C_FP32;
+    float *res = direct ? (float *)out + R0 * C : cb + C * CT_NR;
+    ct_nar_transpose(P->isa, 0, res, rows, C, cb, CT_NR);
     if (direct) return;
-    int64_t es = ct_dt_size(P->gi_dt);
-    ct_store_row(P->isa, res, rows * Cin, P->gi + R0 * Cin * es, P->gi_dt, ct_round_for(P->gi_dt, pre), CT_HIF8_TA,
-                 0);
+    ct_store_row(P->isa, res, rows * C, out + R0 * C * ct_dt_size(dt), dt, ct_round_for(dt, pre), hif8_rnd, sat);
+}
+
+/* gi task: rows [R0, R0 + CT_NR), every ci.  cb: the thread's buffer, [Cin][CT_NR] chains then (outputs other
+ * than fp32) the [rows][Cin] fp32 tile that is cast. */
+static void ct_gin_task(const ct_plan *P, int64_t task, float *cb) {
+    int64_t R0 = task * CT_NR;
+    int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
+    ct_gin_rows_out(P, R0, ct_min(CT_NR, P->RI - R0), cb, P->gi, P->gi_dt, pre, CT_HIF8_TA, 0);
 }
 
 #endif /* PYCONVTBC_CONV_NARROW_H */
