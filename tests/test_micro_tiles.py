@@ -187,6 +187,8 @@ def test_forward_narrow_channels_bit_for_bit(shape, dn, soc, cmt):
         for got in _each_isa_and_threads(lambda n: pc.conv_tbc(x, w, b, pad, cube_math_type=cmt, soc=soc,
                                                                block_size=block_size, num_threads=n)):
             assert_same_bits(got, want)
+        with K.hooks.override(narrow=False):      # the general kernels: the same bits
+            assert_same_bits(pc.conv_tbc(x, w, b, pad, cube_math_type=cmt, soc=soc, block_size=block_size), want)
 
 
 def test_forward_narrow_channels_hif8_and_signed_zeros():

@@ -152,8 +152,9 @@ def isa_supported():
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
 #   gi_rows       rows per tile of the AVX2 cube gradInput / forward kernels, 4 or 6 (None: by CPU, 4 on AMD and
 #                 6 elsewhere); the same bits either way
-#   narrow        the narrow-channel "cube" kernels (_conv_narrow.h: Cin, Cout <= 8, ascend910b order) (None: on);
-#                 the same bits either way; the workspace layout changes, so plan after setting it
+#   narrow        the narrow-channel "cube" kernels (_conv_narrow.h: Cin, Cout <= 8; the backward in ascend910b
+#                 order, the forward on every chip) (None: on); the same bits either way; the workspace layout
+#                 changes, so plan after setting it
 #   phase_mask    run only some phases: 1 pack, 2 gi, 4 gw (None: 7 = all); results are then garbage
 #   stream_rows   streamed DY (_conv_stream.h): windows of about this many rows whatever DY's size (0: never
 #                 stream; None: stream when the packed DY would exceed 64 MiB).  The same bits either way;
