@@ -36,10 +36,10 @@
 #define CT_KCB 256
 static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
 
-/* The vector gi kernels' unrolled passes: the run of blocks from jb (before jb1, at most CT_KCB / 8 of them) that are whole
- * blocks of k0 = 8 or 16 channels in DY panels of one width *W (the full panels: CT_PO; the last one: the rest
- * of Cout), with their DY offsets aoff[] from a tile's first row (row i0 + rowoff, read in a panel of width *W).
- * Returns the run's end, or jb when block jb is not whole (its group cut short by Cout). */
+/* The vector gi kernels' unrolled passes: the run of blocks from jb (before jb1, at most CT_KCB / 8 of them)
+ * that are whole blocks of k0 = 8 or 16 channels in DY panels of one width *W (the full panels: CT_PO; the last
+ * one: the rest of Cout), with their DY offsets aoff[] from a tile's first row (row i0 + rowoff, read in a
+ * panel of width *W).  Returns the run's end, or jb when block jb is not whole (its group cut short by Cout). */
 static inline int64_t ct_gic_run(int64_t k0, int64_t K, int64_t jb, int64_t jb1, int64_t Cout, int64_t RO,
                                  int64_t dk, int64_t *W, int64_t *aoff) {
     if (!(k0 == 8 || k0 == 16) || K < 1) return jb;
@@ -262,8 +262,9 @@ static CT_T256 void ct_gwc_ukr_256(int64_t m, int64_t n, const float *A, int64_t
 
 /* gi, the common case: one block of L (8 or 16, a compile-time constant) products for M rows x 16 ci, the
  * block's channels inside one DY panel of width W (A rows W floats apart: 32, or a last panel of 16) and a weight
- * panel of LD (32 or 16) columns (B rows LD floats apart), all compile-time constants.  Fully unrolled with constant offsets: no scalar work between the FMAs.  Same operations, same order
- * as the general block below (s from +0 by FMAs in channel order, then chain = chain + s). */
+ * panel of LD (32 or 16) columns (B rows LD floats apart), all compile-time constants.  Fully unrolled with
+ * constant offsets: no scalar work between the FMAs.  Same operations, same order as the general block below
+ * (s from +0 by FMAs in channel order, then chain = chain + s). */
 CT_I256 void ct_gic_blk_256(const int M, const int L, const int W, const int LD, const float *Ar, const float *Bb,
                             float *cm) {
     __m256 s[6][2];
