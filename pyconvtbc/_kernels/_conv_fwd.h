@@ -191,15 +191,8 @@ static void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task) {
 
 /* narrow channels: rows [r0, r1) of x, every channel, into Xp[ci][u.nlo], rounded to C */
 static void ct_fwd_nar_pack_x(const ct_fwd *F, int64_t task) {
-    int64_t r0 = task * CT_PR, r1 = ct_min(F->RI, r0 + CT_PR), C = F->Cin;
-    int dense = ct_src_dense(&F->x, F->T_in, F->B, C);
-    float tmp[CT_RB * CT_NW];
-    for (int64_t rr = r0; rr < r1; rr += CT_RB) {
-        int64_t nr = ct_min(CT_RB, r1 - rr);
-        const float *v = dense ? (const float *)(uintptr_t)F->x.base + rr * C : tmp;
-        if (!dense) ct_decode_rows(&F->u, &F->x, C, rr, nr, 0, C, tmp);
-        ct_nar_rows(&F->u, &F->x, dense, C, rr, nr, v, F->Xp, F->u.nlo);
-    }
+    int64_t r0 = task * CT_PR;
+    ct_nar_pack_src(&F->u, &F->x, F->T_in, F->Cin, r0, ct_min(F->RI, r0 + CT_PR), F->Xp, F->u.nlo);
 }
 
 static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {

@@ -165,16 +165,22 @@ static void ct_nar_pack_dy(const ct_plan *P, int64_t task) {
     }
 }
 
-static void ct_nar_pack_x(const ct_plan *P, int64_t task) {
-    int64_t r0 = task * CT_PR, r1 = ct_min(P->RI, r0 + CT_PR), C = P->Cin;
-    int dense = ct_src_dense(&P->x, P->T_in, P->B, C);
+/* rows [r0, r1) of x (source S: T_in time steps of P->B items, C channels) into dst[c*ld + r], rounded to the
+ * compute precision: the backward's X pack, and the forward's (_conv_fwd.h) */
+static void ct_nar_pack_src(const ct_plan *P, const ct_src *S, int64_t T_in, int64_t C, int64_t r0, int64_t r1,
+                            float *dst, int64_t ld) {
+    int dense = ct_src_dense(S, T_in, P->B, C);
     float tmp[CT_RB * CT_NW];
     for (int64_t rr = r0; rr < r1; rr += CT_RB) {
         int64_t nr = ct_min(CT_RB, r1 - rr);
-        const float *v = dense ? (const float *)(uintptr_t)P->x.base + rr * C : tmp;
-        if (!dense) ct_decode_rows(P, &P->x, C, rr, nr, 0, C, tmp);
-        ct_nar_rows(P, &P->x, dense, C, rr, nr, v, P->Xp, P->nli);
+        const float *v = dense ? (const float *)(uintptr_t)S->base + rr * C : tmp;
+        if (!dense) ct_decode_rows(P, S, C, rr, nr, 0, C, tmp);
+        ct_nar_rows(P, S, dense, C, rr, nr, v, dst, ld);
     }
+}
+static void ct_nar_pack_x(const ct_plan *P, int64_t task) {
+    int64_t r0 = task * CT_PR;
+    ct_nar_pack_src(P, &P->x, P->T_in, P->Cin, r0, ct_min(P->RI, r0 + CT_PR), P->Xp, P->nli);
 }
 
 /* ------------------------------------------------------------------------------------------------ */
