@@ -373,8 +373,9 @@ static void ct_gin_port(const ct_plan *P, int64_t r0, int64_t nr, float *D, int6
                     int64_t d = P->gin_fwd ? t + k - P->pad : t + P->pad - k;
                     if (d < 0 || d >= (P->gin_fwd ? P->T_in : P->T_out)) continue;
                     const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin + i;
+                    const float *y = P->DYp + r + ct_gin_shift(P, k);
                     float s = 0.0f;
-                    for (int64_t co = lo; co < hi; co++) s = fmaf(P->DYp[co * P->nlo + r + ct_gin_shift(P, k)], w[co * Cin], s);
+                    for (int64_t co = lo; co < hi; co++) s = fmaf(y[co * P->nlo], w[co * Cin], s);
                     c = c + s;
                 }
             }
