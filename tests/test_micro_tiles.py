@@ -168,9 +168,10 @@ def test_grad_weight_narrow_panels_bit_for_bit(shape, soc, block_size):
         assert_same_bits(gw, want)
 
 
-# The forward with narrow channels (the "cube" form, Cin and Cout <= 8, B >= 8) takes gradInput's narrow kernels,
-# lanes along the output rows: tap k reads x row t + k - pad, the chains start at the bias.  Rows not a multiple
-# of the lanes (B = 9, 12), Cin / Cout of 1, K = 1 and K = 4 with pad 3 (rows missing taps at both ends).
+# The forward with narrow channels (the "cube" form, Cin and Cout <= 8 (AVX2: Cout <= 4), B >= 8) takes
+# gradInput's narrow kernels, lanes along the output rows: tap k reads x row t + k - pad, the chains start at the
+# bias.  Rows not a multiple of the lanes (B = 9, 12), Cin / Cout of 1, K = 1 and K = 4 with pad 3 (rows missing
+# taps at both ends).
 NARROW_FWD_SHAPES = [(20, 8, 2, 2, 3, 1), (13, 9, 8, 8, 3, 2), (40, 16, 5, 3, 4, 3), (7, 12, 1, 7, 2, 0),
                      (30, 8, 8, 1, 1, 0)]
 

@@ -16,9 +16,9 @@
  *   sequential: one fp32 FMA chain, taps k ascending outer, channels ci ascending inner.
  * The fp32 sums are then rounded to `pre` (FP16 / BF16 when C is; else none) and cast to out's dtype (FLOAT,
  * FLOAT16, BF16, or HiFloat8 with hif8_rnd / saturate).
- * Narrow channels (the cube form, Cin and Cout <= CT_NW, B >= 8): gradInput's narrow kernels make the same sums
- * with their lanes along the output rows (u.gin_fwd: tap k reads x row t + k - pad; the chains start at the
- * bias), from x packed channel-major; same operations, same order.
+ * Narrow channels (the cube form, Cin and Cout <= CT_NW (AVX2: Cout <= 4), B >= 8): gradInput's narrow kernels
+ * make the same sums with their lanes along the output rows (u.gin_fwd: tap k reads x row t + k - pad; the
+ * chains start at the bias), from x packed channel-major; same operations, same order.
  */
 #ifndef PYCONVTBC_CONV_FWD_H
 #define PYCONVTBC_CONV_FWD_H
@@ -49,9 +49,10 @@ typedef struct {
 } ct_fwd;
 
 /* Sizes, tasks and workspace.  acc: the form (_conv_cube.h); pre: the rounding of the sums before the cast
- * (CT_C_FP32 = none, CT_C_FP16, CT_C_BF16).  Returns 0, or -1 for a bad or overflowing size. */
+ * (CT_C_FP32 = none, CT_C_FP16, CT_C_BF16); isa: the code path the call will take (it picks the narrow
+ * kernels or not).  Returns 0, or -1 for a bad or overflowing size. */
 static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                       int64_t nthreads, int acc, int64_t k0, int out_dt, int pre) {
+                       int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, int isa) {
     int ok = 1;
     memset(F, 0, sizeof(*F));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 1 || pad < 0 || nthreads < 1) return -1;
@@ -96,8 +97,11 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
             nx = ct_mul_ok(rows, Cin, &ok);
         }
     }
-    /* narrow channels: the cube sums with lanes along the output rows; chains and the cast tile per thread */
-    if (acc == CT_ACC_CUBE && prod && !F->win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW && B >= 8) {
+    /* narrow channels: the cube sums with lanes along the output rows; chains and the cast tile per thread.
+     * AVX2 only below 8 output channels: its 8 lanes along Cout are full at 8 (the general kernels were 1.10x
+     * faster there; bench/narrow.py --op forward) */
+    if (acc == CT_ACC_CUBE && prod && !F->win && ct_narrow_on && Cin <= CT_NW &&
+        Cout <= (isa == CT_ISA_AVX2 ? 4 : CT_NW) && B >= 8) {
         F->narrow = 1;
         F->u.nlo = ct_up(F->RI, 16) + 16;            /* channel stride, as the backward's narrow packs */
         nx = ct_mul_ok(Cin, F->u.nlo, &ok);

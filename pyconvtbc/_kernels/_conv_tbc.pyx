@@ -106,7 +106,7 @@ cdef extern from "_conv_fwd.h" nogil:
         int win
         int64_t n_w, w_rb, n_rb, n_jb, n_pack_x
     int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                    int64_t nthreads, int acc, int64_t k0, int out_dt, int pre)
+                    int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, int isa)
     void ct_fwd_bind(ct_fwd *F)
     void ct_fwd_pack_task(const ct_fwd *F, int64_t task)
     void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb)
@@ -715,7 +715,8 @@ cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
         raise ValueError(f"unknown compute precision {compute}")
     if out_dt not in _FWD_OUT_DTYPES:
         raise ValueError(f"out: unsupported dtype code {out_dt}")
-    if ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre) != 0:
+    if ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre,
+                   _knobs.isa) != 0:
         raise ValueError(f"invalid or too large forward problem: shape {tuple(shape)!r}, mode {tuple(mode)!r}")
     F.compute = compute
     F.hbits = hbits
