@@ -444,8 +444,12 @@ def test_cube_rz_rounds_only_its_steps_toward_zero():
 # Narrow channels (Cin, Cout <= 8, B >= 8, ascend910b / ascend910 "cube"): kernels with lanes along the items
 # (gradWeight) and the rows (gradInput).  (T_in, B, Cin, Cout, K, pad): B below, at and past the 16 lanes,
 # taps missing at both ends (pad 0, 1, 3 with K = 3, 5), T_out not a multiple of k0, rows not a multiple of 16.
+# gradWeight runs item blocks of 16 in chunks of 32 t's, each chunk's x rows copied by the task (8 channels of
+# 16 items by permutes, other widths by gathers, a partial block row by row): the last three shapes have several
+# chunks, whole and partial blocks, 8 and 7 channels, K = 1 and K = 6 with pad 3.
 NARROW = [(23, 8, 1, 1, 3, 1), (40, 16, 2, 2, 3, 1), (19, 17, 3, 5, 5, 3), (12, 33, 8, 8, 3, 0),
-          (9, 10, 8, 3, 4, 2), (70, 12, 5, 8, 2, 1), (3, 9, 2, 2, 5, 1)]
+          (9, 10, 8, 3, 4, 2), (70, 12, 5, 8, 2, 1), (3, 9, 2, 2, 5, 1),
+          (75, 48, 8, 8, 3, 1), (50, 40, 8, 4, 6, 3), (66, 64, 7, 2, 1, 0)]
 
 
 @pytest.mark.parametrize("shape", NARROW)
@@ -458,7 +462,7 @@ def test_narrow_channels_match_the_model_on_every_path(shape):
     try:
         for isa in ISAS:
             K._set_isa(isa)
-            for n in (1, 2, 3):
+            for n in (1, 2, 3, 4, 6):     # gw tasks: one; two or three, each of every second or third block
                 with K.hooks.override(parallel_min=0):
                     gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend910b", deterministic=True,
                                                       num_threads=n)
@@ -478,10 +482,10 @@ def test_narrow_channels_match_the_model_on_every_path(shape):
     assert len(outs) == 1
 
 
-@pytest.mark.parametrize("block_size", [1, 3, 16])
+@pytest.mark.parametrize("block_size", [1, 3, 16, 64])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])
 def test_narrow_channels_block_sizes_dtypes_and_orders(block_size, dtype):
-    shape = (30, 19, 3, 6, 3, 1)
+    shape = (70, 19, 3, 6, 3, 1)      # gradWeight's chunks: 32 t's (block sizes 1, 16), 30 (3), 64 (64)
     dy, x, w, b = problem(shape, dtype, seed=block_size)
     f32 = lambda a: a.astype(np.float32)  # noqa: E731  (16-bit operands are exact in fp32)
     rgi, rgw = reference(dy, x, w, 1, "cube", block_size, "ascend910b", compute_round=f32)

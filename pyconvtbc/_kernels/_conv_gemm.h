@@ -86,6 +86,10 @@ static inline int64_t ct_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ct_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t ct_cdiv(int64_t a, int64_t b) { return b > 0 ? a / b + (a % b != 0) : 0; }  /* no a+b-1 overflow */
 static inline int64_t ct_up(int64_t a, int64_t b) { return ct_cdiv(a, b) * b; }
+/* narrow gradWeight (_conv_narrow.h): the t's of one chunk (whole blocks of k0, about 32), and the x rows the
+ * chunk's K taps read (its t's plus K - 1) */
+static inline int64_t ct_gwn_tc(int64_t k0) { return k0 * ct_max(1, 32 / k0); }
+static inline int64_t ct_gwn_rows(int64_t k0, int64_t K) { return ct_gwn_tc(k0) + K - 1; }
 
 /* Weight panels of the cube forms (gradInput and the forward) hold their rows in the order the chains take the
  * blocks: block (g, k) = the reduction channels [lo, hi) = [g*k0, min(C, g*k0 + k0)) of tap k starts at row
@@ -153,9 +157,9 @@ typedef struct {
     /* bmajor: floats from a thread's cbuf to its copy of one item's DY rows (a row chunk of one co panel), which
      * gradWeight's per-item chains read instead of the t-major rows B rows apart */
     int64_t gw_ybuf_off;
-    /* narrow channels (_conv_narrow.h): DYp / Xp channel-major, the per-item gw chains at pcb */
+    /* narrow channels (_conv_narrow.h): DYp channel-major, no Xp, the per-item gw chains at pcb */
     int narrow;
-    int64_t nlo, nli;                     /* narrow: the channel strides of DYp / Xp (floats) */
+    int64_t nlo, nli;                     /* narrow: the channel strides of DYp and of a gw task's x rows */
     /* the narrow gradInput kernels run the forward too (_conv_fwd.h): gin_fwd = 1 reads DYp's row t + k - pad
      * for tap k (the forward's x; rows t < T_out whose row is in [0, T_in)) instead of t + pad - k; the chains
      * start at gin_start[c] (the forward's bias; NULL: +0) */
@@ -304,21 +308,27 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
         }
     }
     /* narrow channels, ascend910b / ascend910 "cube" (_conv_narrow.h): lanes along the items (gw) and the rows
-     * (gi) instead of the few channels.  Its per-item chains (K*Cin*Cout*B floats) take pcb's place, when they are
-     * no larger than the operands. */
+     * (gi) instead of the few channels.  Its per-item chains (K*Cin*Cout floats per item, B rounded up to whole
+     * item blocks) take pcb's place, when they are no larger than the operands. */
     int64_t nch = 0;
     if (acc == CT_ACC_CUBE && layout == 0 && prod && !P->win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW &&
         B >= 8 && !P->gi_seg) {
         int ok2 = 1;
-        nch = ct_mul_ok(nw, B, &ok2);
+        nch = ct_mul_ok(nw, ct_up(B, CT_NB), &ok2);
         if (ok2 && nch <= nd + nx) {
             P->narrow = 1;
             P->bmajor = 0;
-            P->n_gw1 = P->n_gw = ct_cdiv(B, CT_NB);
+            /* gw tasks of several item blocks each (ct_gwn_task), on half the threads, the many short gi tasks on
+             * the rest: two gw tasks at once each took about twice their time alone (2 cores of a Sapphire Rapids
+             * VM), and one gw task beside the gi tasks did not (docs/performance.md, narrow channels) */
+            P->n_gw1 = P->n_gw = ct_min(ct_cdiv(B, CT_NB), ct_max(1, nthreads / 2));
             P->nlo = ct_up(P->RO, 16) + 16;
-            P->nli = ct_up(P->RI, 16) + 16;
+            /* gradWeight packs the x rows of its chunk itself (ct_gwn_pack_x): no X panel */
+            P->nli = ct_gwn_rows(P->k0, K) * CT_NB + 16;
+            P->n_pack = P->n_pack - P->n_pack_x;
+            P->n_pack_x = 0;
             nd = Cout * P->nlo;
-            nx = Cin * P->nli;
+            nx = 0;
             P->n_gi_rb = P->n_gi = ct_cdiv(P->RI, CT_NR);
             P->n_gi_jb = 1;
             P->n_comp = P->n_gi + P->n_gw;
@@ -332,7 +342,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->gw_ybuf_off = gwt;
     if (P->bmajor && prod) gwt += ct_max(1, CT_KCW / P->k0) * P->k0 * CT_PO;    /* one chunk of one co panel */
     int64_t cb = ct_max(gi_buf || P->gi_seg ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
-    if (P->narrow) cb = ct_max(cb, 2 * CT_NR * Cin);
+    if (P->narrow) cb = ct_max(cb, ct_max(2 * CT_NR, P->nli) * Cin);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
     P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
@@ -1353,12 +1363,10 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
 }
 
 static void ct_nar_pack_dy(const ct_plan *P, int64_t task);
-static void ct_nar_pack_x(const ct_plan *P, int64_t task);
 static void ct_pack_task(const ct_plan *P, int64_t task) {
     if (ct_stop(P)) return;
-    if (P->narrow && task < P->n_pack_dy + P->n_pack_x) {
-        if (task < P->n_pack_dy) ct_nar_pack_dy(P, task);
-        else ct_nar_pack_x(P, task - P->n_pack_dy);
+    if (P->narrow && task < P->n_pack_dy) {
+        ct_nar_pack_dy(P, task);
         return;
     }
     if (task < P->n_pack_dy) { ct_pack_dy(P, task); return; }
@@ -1527,7 +1535,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
 static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
     if (ct_stop(P)) return;
     if (P->narrow) {
-        if (task < P->n_gw) ct_gwn_task(P, task);
+        if (task < P->n_gw) ct_gwn_task(P, task, cb);
         else ct_gin_task(P, task - P->n_gw, cb);
     } else if (P->acc == CT_ACC_SEQ) {
         if (task < P->n_gw) ct_gw_task(P, task, cb);

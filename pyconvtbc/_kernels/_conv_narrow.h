@@ -3,21 +3,23 @@
  * Included by _conv_gemm.h after _conv_cube.h.  With a few channels the cube kernels, whose vector lanes run
  * along the channels, leave most lanes idle (2 of 16 at C = 2): the per-item gradWeight chains and the
  * gradInput blocks then cost 2-3x the sequential form.  Here the lanes run along the other axis instead:
- *   gradWeight: lanes = batch items b (CT_NB per task).  Item b's chain for (k, ci, co) is the model's: blocks
- *     of k0 t's aligned at t = 0 (t's whose X row lies outside the sequence skipped), each block an fp32 FMA
- *     chain from +0, added into the chain (started at +0) with one fp32 add.  The chains are stored, [k][ci]
- *     [co][b] at P->pcb, and a post task adds them into the output (from +0) in the order perm (b order when
- *     NULL), one fp32 add each.
+ *   gradWeight: lanes = batch items b (an item block of CT_NB; a task runs one or more blocks).  Item b's chain
+ *     for (k, ci, co) is the model's: blocks of k0 t's aligned at t = 0 (t's whose X row lies outside the
+ *     sequence skipped), each block an fp32 FMA chain from +0, added into the chain (started at +0) with one
+ *     fp32 add.  The chains are stored at P->pcb, [item block][k][ci][co][CT_NB], and a post task adds them into
+ *     the output (from +0) in the order perm (b order when NULL), one fp32 add each.
  *   gradInput: lanes = rows r = t*B + b.  Row r's chain over the blocks (g, k) (channel group g of k0 outer,
  *     tap k inner, taps whose DY row lies outside the sequence skipped: a masked add), each block an FMA chain
  *     from +0 over the group's channels in order, added into the chain (from +0).
  * Per element these are exactly the operations of ct_gwc_gen / ct_gic_gen in the same order, so results are
  * bitwise those of the other cube kernels on every instruction set (tests/test_accumulation.py).
  *
- * Operands are packed channel-major: DYp as [co][nlo] and Xp as [ci][nli] (rows r = t*B + b, rounded to the
- * compute precision; channel c at c*nlo, nlo = RO rounded up to 16, plus 16, so that the channels are not a
- * power of two apart and do not alias in L1), in the workspace regions of the row-major panels; gradBias's
- * partial sums are taken in the DY pack as on the other paths.  Wp is the cube forms' block-order weight panel.
+ * DY is packed channel-major: DYp as [co][nlo] (rows r = t*B + b, rounded to the compute precision; channel c
+ * at c*nlo, nlo = RO rounded up to 16, plus 16, so that the channels are not a power of two apart and do not
+ * alias in L1), in the workspace region of the row-major panels; gradBias's partial sums are taken in the DY
+ * pack as on the other paths.  x has no panel: each gradWeight task copies the x rows of its items, a chunk at
+ * a time, into its thread's buffer (channel-major, CT_NB items a row).  Wp is the cube forms' block-order weight
+ * panel.
  */
 #ifndef PYCONVTBC_CONV_NARROW_H
 #define PYCONVTBC_CONV_NARROW_H
@@ -178,17 +180,85 @@ static void ct_nar_pack_src(const ct_plan *P, const ct_src *S, int64_t T_in, int
         ct_nar_rows(P, S, dense, C, rr, nr, v, dst, ld);
     }
 }
-static void ct_nar_pack_x(const ct_plan *P, int64_t task) {
-    int64_t r0 = task * CT_PR;
-    ct_nar_pack_src(P, &P->x, P->T_in, P->Cin, r0, ct_min(P->RI, r0 + CT_PR), P->Xp, P->nli);
+#if CT_X86
+/* 8 channels: the inverse of ct_nar_out8_512, three rounds of two-source permutes.  V[v] holds items 2v, 2v+1;
+ * round 1 gives W[g][h] = channels 4h..4h+3 of items 4g..4g+3 as [channel][item], round 2 X[q][h][s] = channels
+ * 4h+2s, 4h+2s+1 of items 8q..8q+7, round 3 channel 4h+2s+u of the 16 items. */
+CT_I512 void ct_gwn_px8_512(const float *v, int64_t rs, int64_t n, float *d, int64_t ld) {
+    int32_t t1[2][16], t2[2][16], t3[2][16];
+    for (int h = 0; h < 2; h++)
+        for (int cc = 0; cc < 4; cc++)
+            for (int rr = 0; rr < 4; rr++) t1[h][cc * 4 + rr] = rr * 8 + 4 * h + cc;
+    for (int s = 0; s < 2; s++)
+        for (int u = 0; u < 2; u++)
+            for (int r8 = 0; r8 < 8; r8++) t2[s][u * 8 + r8] = (r8 >> 2) * 16 + (2 * s + u) * 4 + (r8 & 3);
+    for (int u = 0; u < 2; u++)
+        for (int r = 0; r < 16; r++) t3[u][r] = (r >> 3) * 16 + u * 8 + (r & 7);
+    __m512i i1[2], i2[2], i3[2];
+    for (int k = 0; k < 2; k++) {
+        i1[k] = _mm512_loadu_si512(t1[k]);
+        i2[k] = _mm512_loadu_si512(t2[k]);
+        i3[k] = _mm512_loadu_si512(t3[k]);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        __m512 V[8], W[4][2], X[2][2][2];
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) V[q] = _mm512_loadu_ps(v + i * rs + 16 * q);
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+                W[g][h] = _mm512_permutex2var_ps(V[2 * g], i1[h], V[2 * g + 1]);
+        _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+                _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
+                    X[q][h][s] = _mm512_permutex2var_ps(W[2 * q][h], i2[s], W[2 * q + 1][h]);
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
+                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++)
+                    _mm512_storeu_ps(d + (4 * h + 2 * s + u) * ld + 16 * i,
+                                     _mm512_permutex2var_ps(X[0][h][s], i3[u], X[1][h][s]));
+    }
+}
+/* n rows of 16 items, row i at v + i*rs ([16][C] fp32), into d[c*ld + 16*i + l] (AVX-512: one gather a channel) */
+static CT_T512 void ct_gwn_px_512(const float *v, int64_t rs, int64_t n, int64_t C, float *d, int64_t ld) {
+    if (C == 8) { ct_gwn_px8_512(v, rs, n, d, ld); return; }
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)C));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < C; c++)
+            _mm512_storeu_ps(d + c * ld + 16 * i, _mm512_i32gather_ps(idx, v + i * rs + c, 4));
+}
+#endif
+/* x rows [xa, xz) of items [b0, b0 + nb) (nb <= CT_NB) into d[ci*ld + (x - xa)*CT_NB + l], rounded to the
+ * compute precision: a gradWeight task's own copy of the x rows of one chunk (lanes l beyond nb are not written) */
+static void ct_gwn_pack_x(const ct_plan *P, int64_t b0, int64_t nb, int64_t xa, int64_t xz, float *d, int64_t ld) {
+    const ct_src *S = &P->x;
+    int64_t C = P->Cin, B = P->B;
+    int dense = ct_src_dense(S, P->T_in, B, C), rc = ct_round_for(S->dt, P->compute);
+#if CT_X86
+    if (dense && rc == CT_C_FP32 && nb == 16 && P->isa == CT_ISA_AVX512) {
+        ct_gwn_px_512((const float *)(uintptr_t)S->base + (xa * B + b0) * C, B * C, xz - xa, C, d, ld);
+        return;
+    }
+#endif
+    float tmp[CT_NB * CT_NW];
+    for (int64_t x = xa; x < xz; x++) {
+        int64_t r = x * B + b0;
+        const float *v = dense ? (const float *)(uintptr_t)S->base + r * C : tmp;
+        if (!dense) ct_decode_rows(P, S, C, r, nb, 0, C, tmp);
+        if (rc != CT_C_FP32) {
+            if (dense) memcpy(tmp, v, (size_t)(nb * C) * 4);
+            ct_round_row(P->isa, tmp, nb * C, rc, P->hbits, P->hrnd);
+            v = tmp;
+        }
+        ct_nar_transpose(P->isa, 1, (float *)(uintptr_t)v, nb, C, d + (x - xa) * CT_NB, ld);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------------ */
 /* gradWeight: chains of nb (<= CT_NB) items, t in [ta, tz), for mi ci x mo co                        */
-/*   X row of t: X + xo + t*B (+ i*ldx for ci i), DY row: Y + t*B (+ j*ldy); chain (i, j) of item l     */
+/*   X row of t: X + xo + t*xs (+ i*ldx for ci i), DY row: Y + t*B (+ j*ldy); chain (i, j) of item l    */
 /*   continues from D[i*ldi + j*ldo + l] and is stored back there                                      */
 /* ------------------------------------------------------------------------------------------------ */
-static void ct_gwn_port(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t ldx, const float *Y,
+static void ct_gwn_port(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t xs, int64_t ldx, const float *Y,
                         int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t nb, float *D,
                         int64_t ldi, int64_t ldo) {
     for (int64_t i = 0; i < mi; i++)
@@ -198,7 +268,7 @@ static void ct_gwn_port(int64_t mi, int64_t mo, const float *X, int64_t xo, int6
                 for (int64_t t = ta; t < tz;) {
                     int64_t te = ct_min(tz, (t / k0 + 1) * k0);
                     float s = 0.0f;
-                    for (; t < te; t++) s = fmaf(X[xo + t * B + i * ldx + l], Y[t * B + j * ldy + l], s);
+                    for (; t < te; t++) s = fmaf(X[xo + t * xs + i * ldx + l], Y[t * B + j * ldy + l], s);
                     c = c + s;
                 }
                 D[i * ldi + j * ldo + l] = c;
@@ -208,7 +278,7 @@ static void ct_gwn_port(int64_t mi, int64_t mo, const float *X, int64_t xo, int6
 #if CT_X86
 /* AVX-512: 16 items a vector; MI ci x MO co block sums in registers (up to 16), the chains in D (one load / add /
  * store per block) */
-CT_I512 void ct_gwn_body_512(const int MI, const int MO, const float *X, int64_t xo, int64_t ldx, const float *Y,
+CT_I512 void ct_gwn_body_512(const int MI, const int MO, const float *X, int64_t xo, int64_t xs, int64_t ldx, const float *Y,
                              int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, __mmask16 m, float *D,
                              int64_t ldi, int64_t ldo) {
     __m512 s[4][4], x[4], y[4];
@@ -217,7 +287,7 @@ CT_I512 void ct_gwn_body_512(const int MI, const int MO, const float *X, int64_t
         _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
             _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm512_setzero_ps();
         for (; t < te; t++) {
-            const float *xp = X + xo + t * B, *yp = Y + t * B;
+            const float *xp = X + xo + t * xs, *yp = Y + t * B;
             _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++) x[i] = _mm512_maskz_loadu_ps(m, xp + i * ldx);
             _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) y[j] = _mm512_maskz_loadu_ps(m, yp + j * ldy);
             _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
@@ -230,13 +300,13 @@ CT_I512 void ct_gwn_body_512(const int MI, const int MO, const float *X, int64_t
             }
     }
 }
-static CT_T512 void ct_gwn_512(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t ldx, const float *Y,
+static CT_T512 void ct_gwn_512(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t xs, int64_t ldx, const float *Y,
                                int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t nb, float *D,
                                int64_t ldi, int64_t ldo) {
     __mmask16 m = ct_mask16(nb);
     switch (mi * 8 + mo) {
 #define CT_GWN512(MI, MO) \
-        case MI * 8 + MO: ct_gwn_body_512(MI, MO, X, xo, ldx, Y, ldy, B, ta, tz, k0, m, D, ldi, ldo); break;
+        case MI * 8 + MO: ct_gwn_body_512(MI, MO, X, xo, xs, ldx, Y, ldy, B, ta, tz, k0, m, D, ldi, ldo); break;
         CT_GWN512(1, 1) CT_GWN512(1, 2) CT_GWN512(1, 3) CT_GWN512(1, 4)
         CT_GWN512(2, 1) CT_GWN512(2, 2) CT_GWN512(2, 3) CT_GWN512(2, 4)
         CT_GWN512(3, 1) CT_GWN512(3, 2) CT_GWN512(3, 3) CT_GWN512(3, 4)
@@ -247,7 +317,7 @@ static CT_T512 void ct_gwn_512(int64_t mi, int64_t mo, const float *X, int64_t x
 }
 
 /* AVX2: 8 items a vector; block sums in registers, the chains in D (one load / add / store per block) */
-CT_I256 void ct_gwn_body_256(const int MI, const int MO, const float *X, int64_t xo, int64_t ldx, const float *Y,
+CT_I256 void ct_gwn_body_256(const int MI, const int MO, const float *X, int64_t xo, int64_t xs, int64_t ldx, const float *Y,
                              int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t n, float *D,
                              int64_t ldi, int64_t ldo) {
     __m256 s[2][4], x[2], y[4];
@@ -257,7 +327,7 @@ CT_I256 void ct_gwn_body_256(const int MI, const int MO, const float *X, int64_t
         _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
             _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm256_setzero_ps();
         for (; t < te; t++) {
-            const float *xp = X + xo + t * B, *yp = Y + t * B;
+            const float *xp = X + xo + t * xs, *yp = Y + t * B;
             _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++) x[i] = ct_ld8(xp + i * ldx, n, m);
             _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) y[j] = ct_ld8(yp + j * ldy, n, m);
             _Pragma("GCC unroll 2") for (int i = 0; i < MI; i++)
@@ -270,14 +340,14 @@ CT_I256 void ct_gwn_body_256(const int MI, const int MO, const float *X, int64_t
             }
     }
 }
-static CT_T256 void ct_gwn_256(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t ldx, const float *Y,
+static CT_T256 void ct_gwn_256(int64_t mi, int64_t mo, const float *X, int64_t xo, int64_t xs, int64_t ldx, const float *Y,
                                int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, int64_t nb, float *D,
                                int64_t ldi, int64_t ldo) {
     for (int64_t l = 0; l < nb; l += 8) {    /* two halves of 8 items */
         int64_t n = ct_min(8, nb - l);
         switch (mi * 8 + mo) {
 #define CT_GWN256(MI, MO) \
-            case MI * 8 + MO: ct_gwn_body_256(MI, MO, X + l, xo, ldx, Y + l, ldy, B, ta, tz, k0, n, D + l, ldi, ldo); break;
+            case MI * 8 + MO: ct_gwn_body_256(MI, MO, X + l, xo, xs, ldx, Y + l, ldy, B, ta, tz, k0, n, D + l, ldi, ldo); break;
             CT_GWN256(1, 1) CT_GWN256(1, 2) CT_GWN256(1, 3) CT_GWN256(1, 4)
             CT_GWN256(2, 1) CT_GWN256(2, 2) CT_GWN256(2, 3) CT_GWN256(2, 4)
 #undef CT_GWN256
@@ -287,53 +357,70 @@ static CT_T256 void ct_gwn_256(int64_t mi, int64_t mo, const float *X, int64_t x
 }
 #endif
 
-/* gw task: items [b0, b0 + CT_NB), every (k, ci, co) chain of them, at P->pcb.  The chains run through t in
- * chunks of whole blocks (about 32 t's): a chunk's X and DY rows stay in L1 while every tap and tile reads them. */
-static void ct_gwn_task(const ct_plan *P, int64_t task) {
-    int64_t B = P->B, b0 = task * CT_NB, nb = ct_min(CT_NB, B - b0), Cin = P->Cin, Cout = P->Cout, K = P->K;
-    int64_t TC = P->k0 * ct_max(1, 32 / P->k0);
-    float *D0 = P->pcb + b0;                    /* chain (k, ci, co) of item b at D0 + ((k*Cin + ci)*Cout + co)*B + b - b0 */
-    for (int64_t e = 0; e < K * Cin * Cout; e++) memset(D0 + e * B, 0, (size_t)nb * 4);
-    const float *X = P->Xp + b0, *Y = P->DYp + b0;
+/* gw item block blk: items [b0, b0 + CT_NB), every (k, ci, co) chain of them, in the block's own region of
+ * P->pcb (chain e = (k*Cin + ci)*Cout + co of item b0 + l at pcb[blk*nw*CT_NB + e*CT_NB + l]).  The chains run
+ * through t in chunks of whole blocks (about 32 t's); the x rows of a chunk's items are copied into xb (the
+ * thread's buffer: [ci][P->nli], CT_NB floats a row), where they stay in L1 while every tap and tile reads them.
+ * Only DY's rows come from the shared panel. */
+static void ct_gwn_block(const ct_plan *P, int64_t blk, float *xb) {
+    int64_t B = P->B, b0 = blk * CT_NB, nb = ct_min(CT_NB, B - b0), Cin = P->Cin, Cout = P->Cout, K = P->K;
+    int64_t TC = ct_gwn_tc(P->k0), nw = K * Cin * Cout, ldx = P->nli;
+    float *D0 = P->pcb + blk * nw * CT_NB;
+    memset(D0, 0, (size_t)(nw * CT_NB) * 4);
+    const float *Y = P->DYp + b0;
     int mw = P->isa == CT_ISA_PORTABLE ? 2 : 4; /* co per register tile */
     int mh = P->isa == CT_ISA_AVX512 ? 4 : 2;   /* ci per register tile */
     for (int64_t T0 = 0; T0 < P->T_out; T0 += TC) {
         if (ct_stop(P)) return;
+        /* x rows t + k - pad of the chunk's t's, inside the sequence */
+        int64_t xa = ct_max(0, T0 - P->pad), xz = ct_min(P->T_in, T0 + TC + K - 1 - P->pad);
+        if (xa >= xz) continue;
+        ct_gwn_pack_x(P, b0, nb, xa, xz, xb, ldx);
         for (int64_t k = 0; k < K; k++) {
             int64_t ta = ct_max(T0, P->pad - k), tz = ct_min(T0 + TC, ct_min(P->T_out, P->T_in + P->pad - k));
             if (ta >= tz) continue;
-            int64_t xo = (k - P->pad) * B;      /* X row of t: t + k - pad */
+            int64_t xo = (k - P->pad - xa) * CT_NB;     /* x row of t: t + k - pad, at (t + k - pad - xa)*CT_NB */
             for (int64_t ci = 0; ci < Cin; ci += mh) {
                 int64_t mi = ct_min(mh, Cin - ci);
                 for (int64_t co = 0; co < Cout; co += mw) {
                     int64_t mo = ct_min(mw, Cout - co);
-                    const float *Xi = X + ci * P->nli, *Yj = Y + co * P->nlo;
-                    float *Dij = D0 + ((k * Cin + ci) * Cout + co) * B;
+                    const float *Xi = xb + ci * ldx, *Yj = Y + co * P->nlo;
+                    float *Dij = D0 + ((k * Cin + ci) * Cout + co) * CT_NB;
 #if CT_X86
                     if (P->isa == CT_ISA_AVX512) {
-                        ct_gwn_512(mi, mo, Xi, xo, P->nli, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * B, B);
+                        ct_gwn_512(mi, mo, Xi, xo, CT_NB, ldx, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * CT_NB,
+                                   CT_NB);
                         continue;
                     }
                     if (P->isa == CT_ISA_AVX2) {
-                        ct_gwn_256(mi, mo, Xi, xo, P->nli, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * B, B);
+                        ct_gwn_256(mi, mo, Xi, xo, CT_NB, ldx, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * CT_NB,
+                                   CT_NB);
                         continue;
                     }
 #endif
-                    ct_gwn_port(mi, mo, Xi, xo, P->nli, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * B, B);
+                    ct_gwn_port(mi, mo, Xi, xo, CT_NB, ldx, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * CT_NB,
+                                CT_NB);
                 }
             }
         }
     }
 }
 
+/* gw task: item blocks task, task + n_gw, ... */
+static void ct_gwn_task(const ct_plan *P, int64_t task, float *xb) {
+    for (int64_t j = task; j < ct_cdiv(P->B, CT_NB); j += P->n_gw) ct_gwn_block(P, j, xb);
+}
 /* post task: gw elements [e0, e0 + CT_TREE_CHUNK): the B item chains added into +0 in the order perm, then cast */
 static void ct_gwn_finish(const ct_plan *P, int64_t task) {
     int64_t total = P->K * P->Cin * P->Cout, e0 = task * CT_TREE_CHUNK, n = ct_min(CT_TREE_CHUNK, total - e0);
     float acc[CT_TREE_CHUNK];
     for (int64_t e = 0; e < n; e++) {
-        const float *ch = P->pcb + (e0 + e) * P->B;
+        const float *ch = P->pcb + (e0 + e) * CT_NB;
         float s = 0.0f;
-        for (int64_t bi = 0; bi < P->B; bi++) s = s + ch[P->perm ? P->perm[bi] : bi];
+        for (int64_t bi = 0; bi < P->B; bi++) {
+            int64_t b = P->perm ? P->perm[bi] : bi;
+            s = s + ch[(b / CT_NB) * total * CT_NB + b % CT_NB];
+        }
         acc[e] = s;
     }
     int64_t es = ct_dt_size(P->gw_dt);
