@@ -217,7 +217,8 @@ CT_I512 void ct_gwn_px8_512(const float *v, int64_t rs, int64_t n, float *d, int
                                      _mm512_permutex2var_ps(X[0][h][s], i3[u], X[1][h][s]));
     }
 }
-/* n rows of 16 items, row i at v + i*rs ([16][C] fp32), into d[c*ld + 16*i + l] (AVX-512: one gather a channel) */
+/* n rows of 16 items, row i at v + i*rs ([16][C] fp32), into d[c*ld + 16*i + l]: one gather a channel (8
+ * channels: permutes) */
 static CT_T512 void ct_gwn_px_512(const float *v, int64_t rs, int64_t n, int64_t C, float *d, int64_t ld) {
     if (C == 8) { ct_gwn_px8_512(v, rs, n, d, ld); return; }
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -225,6 +226,14 @@ static CT_T512 void ct_gwn_px_512(const float *v, int64_t rs, int64_t n, int64_t
     for (int64_t i = 0; i < n; i++)
         for (int64_t c = 0; c < C; c++)
             _mm512_storeu_ps(d + c * ld + 16 * i, _mm512_i32gather_ps(idx, v + i * rs + c, 4));
+}
+/* the same on AVX2: two gathers of 8 items a channel */
+static CT_T256 void ct_gwn_px_256(const float *v, int64_t rs, int64_t n, int64_t C, float *d, int64_t ld) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)C));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t h = 0; h < 2; h++)
+                _mm256_storeu_ps(d + c * ld + 16 * i + 8 * h, _mm256_i32gather_ps(v + i * rs + 8 * h * C + c, idx, 4));
 }
 #endif
 /* x rows [xa, xz) of items [b0, b0 + nb) (nb <= CT_NB) into d[ci*ld + (x - xa)*CT_NB + l], rounded to the
@@ -234,8 +243,10 @@ static void ct_gwn_pack_x(const ct_plan *P, int64_t b0, int64_t nb, int64_t xa, 
     int64_t C = P->Cin, B = P->B;
     int dense = ct_src_dense(S, P->T_in, B, C), rc = ct_round_for(S->dt, P->compute);
 #if CT_X86
-    if (dense && rc == CT_C_FP32 && nb == 16 && P->isa == CT_ISA_AVX512) {
-        ct_gwn_px_512((const float *)(uintptr_t)S->base + (xa * B + b0) * C, B * C, xz - xa, C, d, ld);
+    if (dense && rc == CT_C_FP32 && nb == 16 && P->isa != CT_ISA_PORTABLE) {
+        const float *v = (const float *)(uintptr_t)S->base + (xa * B + b0) * C;
+        if (P->isa == CT_ISA_AVX512) ct_gwn_px_512(v, B * C, xz - xa, C, d, ld);
+        else ct_gwn_px_256(v, B * C, xz - xa, C, d, ld);
         return;
     }
 #endif
