@@ -77,10 +77,49 @@ CT_I512 void ct_nar_out8_512(float *v, int64_t full, const float *d, int64_t ld)
                                      _mm512_permutex2var_ps(S[0][h][s], i3[t], S[1][h][s]));
     }
 }
+/* The inverse: n runs of 16 rows of 8 channels, run i at v + i*rs, into d[c*ld + 16*i + r]; three rounds of
+ * two-source permutes.  V[q] holds rows 2q, 2q+1; round 1 gives W[g][h] = channels 4h..4h+3 of rows 4g..4g+3 as
+ * [channel][row], round 2 X[q][h][s] = channels 4h+2s, 4h+2s+1 of rows 8q..8q+7, round 3 channel 4h+2s+u of
+ * the 16 rows. */
+CT_I512 void ct_nar_in8_512(const float *v, int64_t rs, int64_t n, float *d, int64_t ld) {
+    int32_t t1[2][16], t2[2][16], t3[2][16];
+    for (int h = 0; h < 2; h++)
+        for (int cc = 0; cc < 4; cc++)
+            for (int rr = 0; rr < 4; rr++) t1[h][cc * 4 + rr] = rr * 8 + 4 * h + cc;
+    for (int s = 0; s < 2; s++)
+        for (int u = 0; u < 2; u++)
+            for (int r8 = 0; r8 < 8; r8++) t2[s][u * 8 + r8] = (r8 >> 2) * 16 + (2 * s + u) * 4 + (r8 & 3);
+    for (int u = 0; u < 2; u++)
+        for (int r = 0; r < 16; r++) t3[u][r] = (r >> 3) * 16 + u * 8 + (r & 7);
+    __m512i i1[2], i2[2], i3[2];
+    for (int k = 0; k < 2; k++) {
+        i1[k] = _mm512_loadu_si512(t1[k]);
+        i2[k] = _mm512_loadu_si512(t2[k]);
+        i3[k] = _mm512_loadu_si512(t3[k]);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        __m512 V[8], W[4][2], X[2][2][2];
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) V[q] = _mm512_loadu_ps(v + i * rs + 16 * q);
+        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+                W[g][h] = _mm512_permutex2var_ps(V[2 * g], i1[h], V[2 * g + 1]);
+        _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+                _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
+                    X[q][h][s] = _mm512_permutex2var_ps(W[2 * q][h], i2[s], W[2 * q + 1][h]);
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
+                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++)
+                    _mm512_storeu_ps(d + (4 * h + 2 * s + u) * ld + 16 * i,
+                                     _mm512_permutex2var_ps(X[0][h][s], i3[u], X[1][h][s]));
+    }
+}
 static CT_T512 void ct_nar_512(int to, float *v, int64_t nr, int64_t C, float *d, int64_t ld) {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     int64_t full = nr / 16 * 16;
-    if (to) {
+    if (to && C == 8) {
+        ct_nar_in8_512(v, 128, full / 16, d, ld);
+    } else if (to) {
         __m512i idx = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)C));
         for (int64_t i = 0; i < full; i += 16)
             for (int64_t c = 0; c < C; c++)
@@ -181,46 +220,10 @@ static void ct_nar_pack_src(const ct_plan *P, const ct_src *S, int64_t T_in, int
     }
 }
 #if CT_X86
-/* 8 channels: the inverse of ct_nar_out8_512, three rounds of two-source permutes.  V[v] holds items 2v, 2v+1;
- * round 1 gives W[g][h] = channels 4h..4h+3 of items 4g..4g+3 as [channel][item], round 2 X[q][h][s] = channels
- * 4h+2s, 4h+2s+1 of items 8q..8q+7, round 3 channel 4h+2s+u of the 16 items. */
-CT_I512 void ct_gwn_px8_512(const float *v, int64_t rs, int64_t n, float *d, int64_t ld) {
-    int32_t t1[2][16], t2[2][16], t3[2][16];
-    for (int h = 0; h < 2; h++)
-        for (int cc = 0; cc < 4; cc++)
-            for (int rr = 0; rr < 4; rr++) t1[h][cc * 4 + rr] = rr * 8 + 4 * h + cc;
-    for (int s = 0; s < 2; s++)
-        for (int u = 0; u < 2; u++)
-            for (int r8 = 0; r8 < 8; r8++) t2[s][u * 8 + r8] = (r8 >> 2) * 16 + (2 * s + u) * 4 + (r8 & 3);
-    for (int u = 0; u < 2; u++)
-        for (int r = 0; r < 16; r++) t3[u][r] = (r >> 3) * 16 + u * 8 + (r & 7);
-    __m512i i1[2], i2[2], i3[2];
-    for (int k = 0; k < 2; k++) {
-        i1[k] = _mm512_loadu_si512(t1[k]);
-        i2[k] = _mm512_loadu_si512(t2[k]);
-        i3[k] = _mm512_loadu_si512(t3[k]);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        __m512 V[8], W[4][2], X[2][2][2];
-        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) V[q] = _mm512_loadu_ps(v + i * rs + 16 * q);
-        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-                W[g][h] = _mm512_permutex2var_ps(V[2 * g], i1[h], V[2 * g + 1]);
-        _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++)
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-                _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
-                    X[q][h][s] = _mm512_permutex2var_ps(W[2 * q][h], i2[s], W[2 * q + 1][h]);
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-            _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
-                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++)
-                    _mm512_storeu_ps(d + (4 * h + 2 * s + u) * ld + 16 * i,
-                                     _mm512_permutex2var_ps(X[0][h][s], i3[u], X[1][h][s]));
-    }
-}
 /* n rows of 16 items, row i at v + i*rs ([16][C] fp32), into d[c*ld + 16*i + l]: one gather a channel (8
  * channels: permutes) */
 static CT_T512 void ct_gwn_px_512(const float *v, int64_t rs, int64_t n, int64_t C, float *d, int64_t ld) {
-    if (C == 8) { ct_gwn_px8_512(v, rs, n, d, ld); return; }
+    if (C == 8) { ct_nar_in8_512(v, rs, n, d, ld); return; }
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)C));
     for (int64_t i = 0; i < n; i++)
