@@ -293,9 +293,9 @@ static void ct_gwn_port(int64_t mi, int64_t mo, const float *X, int64_t xo, int6
 /* AVX-512: 16 items a vector; MI ci x MO co block sums in registers (up to 16), the chains in D (one load / add /
  * store per block).  FULL: all 16 lanes valid, plain loads and stores (the masked ones made gradWeight about 20%
  * slower at (512, 32, 8, 8, 3, 1)) */
-CT_I512 void ct_gwn_body_512(const int MI, const int MO, const int FULL, const float *X, int64_t xo, int64_t xs, int64_t ldx, const float *Y,
-                             int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0, __mmask16 m, float *D,
-                             int64_t ldi, int64_t ldo) {
+CT_I512 void ct_gwn_body_512(const int MI, const int MO, const int FULL, const float *X, int64_t xo, int64_t xs,
+                             int64_t ldx, const float *Y, int64_t ldy, int64_t B, int64_t ta, int64_t tz, int64_t k0,
+                             __mmask16 m, float *D, int64_t ldi, int64_t ldo) {
     __m512 s[4][4], x[4], y[4];
     for (int64_t t = ta; t < tz;) {
         int64_t te = ct_min(tz, (t / k0 + 1) * k0);
@@ -303,8 +303,10 @@ CT_I512 void ct_gwn_body_512(const int MI, const int MO, const int FULL, const f
             _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm512_setzero_ps();
         for (; t < te; t++) {
             const float *xp = X + xo + t * xs, *yp = Y + t * B;
-            _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++) x[i] = FULL ? _mm512_loadu_ps(xp + i * ldx) : _mm512_maskz_loadu_ps(m, xp + i * ldx);
-            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) y[j] = FULL ? _mm512_loadu_ps(yp + j * ldy) : _mm512_maskz_loadu_ps(m, yp + j * ldy);
+            _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
+                x[i] = FULL ? _mm512_loadu_ps(xp + i * ldx) : _mm512_maskz_loadu_ps(m, xp + i * ldx);
+            _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++)
+                y[j] = FULL ? _mm512_loadu_ps(yp + j * ldy) : _mm512_maskz_loadu_ps(m, yp + j * ldy);
             _Pragma("GCC unroll 4") for (int i = 0; i < MI; i++)
                 _Pragma("GCC unroll 4") for (int j = 0; j < MO; j++) s[i][j] = _mm512_fmadd_ps(x[i], y[j], s[i][j]);
         }
