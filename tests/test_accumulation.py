@@ -510,6 +510,45 @@ def test_narrow_channels_block_sizes_dtypes_and_orders(block_size, dtype):
         K._set_isa(None)
 
 
+# ascend950 with narrow channels: its gradWeight order (t outer, pieces, a pairwise tree) stays on the general
+# kernels; gradInput's order is ascend910b's, so the narrow gradInput kernels run it, from a channel-major copy of
+# DY made beside the row-major panels.  B = 1 and B = 3 too (no item lanes are involved).
+NARROW_950 = [(23, 8, 1, 1, 3, 1), (19, 17, 3, 5, 5, 3), (75, 48, 8, 8, 3, 1), (40, 1, 2, 2, 3, 1),
+              (9, 3, 8, 3, 4, 2), (70, 12, 5, 8, 2, 1)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])
+@pytest.mark.parametrize("shape", NARROW_950)
+def test_narrow_gradinput_on_ascend950(shape, dtype):
+    dy, x, w, b = problem(shape, dtype, seed=sum(shape) + 5)
+    pad = shape[5]
+    k0 = 8 if dtype == np.float32 else 16
+    rgi, rgw = reference(dy, x, w, pad, "cube", k0, "ascend950")
+    with np.errstate(over="ignore"):
+        rgi, rgw = rgi.astype(dtype), rgw.astype(dtype)
+    outs = set()
+    try:
+        for isa in ISAS:
+            K._set_isa(isa)
+            for n in (1, 2, 3):
+                with K.hooks.override(parallel_min=0):
+                    gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend950", num_threads=n)
+                assert (bits(gw) == bits(rgw)).all(), (isa, n)
+                assert (bits(gi) == bits(rgi)).all(), (isa, n)
+                outs.add(bits(gb).tobytes())
+        NL._plan_cache.clear()                    # (the hook changes the workspace layout: plan again)
+        try:
+            with K.hooks.override(narrow=False):     # the general cube kernels: the same bits
+                gi2, gw2, gb2 = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend950")
+        finally:
+            NL._plan_cache.clear()
+        assert (bits(gi2) == bits(rgi)).all() and (bits(gw2) == bits(rgw)).all()
+        outs.add(bits(gb2).tobytes())
+    finally:
+        K._set_isa(None)
+    assert len(outs) == 1
+
+
 @pytest.mark.parametrize("layout", ["dense", "strided"])
 def test_narrow_channels_hf32_and_fp16_compute(layout):
     """USE_HF32 / USE_FP16 on float32 inputs with narrow channels: a dense fp32 operand is read in place and its

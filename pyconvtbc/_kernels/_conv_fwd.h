@@ -134,6 +134,7 @@ static void ct_fwd_bind(ct_fwd *F) {
     u->isa = F->isa;
     u->compute = F->compute; u->hbits = F->hbits; u->hrnd = F->hrnd;
     u->DYp = F->Xp;
+    u->DYc = F->Xp;
     u->Wp = F->Wp;
     u->gin_start = F->bias;
 }

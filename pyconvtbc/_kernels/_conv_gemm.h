@@ -160,6 +160,13 @@ typedef struct {
     /* narrow channels (_conv_narrow.h): DYp channel-major, no Xp, the per-item gw chains at pcb */
     int narrow;
     int64_t nlo, nli;                     /* narrow: the channel strides of DYp and of a gw task's x rows */
+    /* narrow_gi: ascend950 (layout 1) "cube" with narrow channels: gradInput's order is ascend910b's, so its
+     * narrow kernels run it, on a channel-major copy of DY at off_dyc (stride nlo) beside the row-major panels
+     * that gradWeight's order reads.  DYc: the channel-major DY the narrow gradInput kernels read (DYp on the
+     * narrow path, the copy with narrow_gi, the forward's x). */
+    int narrow_gi;
+    int64_t off_dyc;
+    const float *DYc;
     /* the narrow gradInput kernels run the forward too (_conv_fwd.h): gin_fwd = 1 reads DYp's row t + k - pad
      * for tap k (the forward's x; rows t < T_out whose row is in [0, T_in)) instead of t + pad - k; the chains
      * start at gin_start[c] (the forward's bias; NULL: +0) */
@@ -335,6 +342,16 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
             P->n_post = ct_cdiv(nw, CT_TREE_CHUNK);
         }
     }
+    int64_t ndc = 0;
+    if (!P->narrow && acc == CT_ACC_CUBE && layout == 1 && prod && !P->win && ct_narrow_on && Cin <= CT_NW &&
+        Cout <= CT_NW && !P->gi_seg) {
+        P->narrow_gi = 1;
+        P->nlo = ct_up(P->RO, 16) + 16;
+        ndc = ct_mul_ok(Cout, P->nlo, &ok);
+        P->n_gi_rb = P->n_gi = ct_cdiv(P->RI, CT_NR);
+        P->n_gi_jb = 1;
+        P->n_comp = P->n_gi + P->n_gw;
+    }
     /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
     int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
     P->gw_ctile_off = gwt;
@@ -343,6 +360,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     if (P->bmajor && prod) gwt += ct_max(1, CT_KCW / P->k0) * P->k0 * CT_PO;    /* one chunk of one co panel */
     int64_t cb = ct_max(gi_buf || P->gi_seg ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
     if (P->narrow) cb = ct_max(cb, ct_max(2 * CT_NR, P->nli) * Cin);
+    if (P->narrow_gi) cb = ct_max(cb, 2 * CT_NR * Cin);
     P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
     P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
     P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
@@ -350,6 +368,7 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     /* layout */
     int64_t o = 0;
     P->off_dyp = o; o += ct_up(prod ? nd : 0, CT_ALIGN / 4);
+    P->off_dyc = o; o += ct_up(ndc, CT_ALIGN / 4);
     P->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
     P->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
     P->n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
@@ -374,6 +393,8 @@ static int ct_src_dense(const ct_src *S, int64_t T, int64_t B, int64_t C) {
     return (C <= 1 || S->s2 == 4) && (B <= 1 || S->s1 == 4 * C) && (T <= 1 || S->s0 == 4 * B * C);
 }
 static void ct_plan_direct(ct_plan *P) {
+    /* (first, while DYp is still the workspace's panel region: the channel-major DY for the narrow gradInput) */
+    P->DYc = P->narrow ? P->DYp : P->narrow_gi && P->DYp ? P->DYp + (P->off_dyc - P->off_dyp) : NULL;
     if (P->compute != CT_C_FP32 || P->narrow) return;     /* (narrow: channel-major panels, always packed) */
     if (P->DYp && P->nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
         P->DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
@@ -1363,13 +1384,22 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
 }
 
 static void ct_nar_pack_dy(const ct_plan *P, int64_t task);
+static void ct_nar_pack_src(const ct_plan *P, const ct_src *S, int64_t T_in, int64_t C, int64_t r0, int64_t r1,
+                            float *dst, int64_t ld);
 static void ct_pack_task(const ct_plan *P, int64_t task) {
     if (ct_stop(P)) return;
     if (P->narrow && task < P->n_pack_dy) {
         ct_nar_pack_dy(P, task);
         return;
     }
-    if (task < P->n_pack_dy) { ct_pack_dy(P, task); return; }
+    if (task < P->n_pack_dy) {
+        ct_pack_dy(P, task);
+        if (P->narrow_gi) {              /* (one DY panel: task = its row chunk) */
+            int64_t r0 = task * CT_PR;
+            ct_nar_pack_src(P, &P->dy, P->T_out, P->Cout, r0, ct_min(P->RO, r0 + CT_PR), (float *)P->DYc, P->nlo);
+        }
+        return;
+    }
     task -= P->n_pack_dy;
     if (task < P->n_pack_x) { ct_pack_x(P, task); return; }
     task -= P->n_pack_x;
@@ -1542,6 +1572,7 @@ static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
         else ct_gi_task(P, task - P->n_gw, cb);
     } else {
         if (task < P->n_gw) ct_gwc_task(P, task, cb);
+        else if (P->narrow_gi) ct_gin_task(P, task - P->n_gw, cb);
         else ct_gic_task(P, task - P->n_gw, cb);
     }
 }

@@ -1,4 +1,5 @@
-/* _conv_narrow.h: the "cube" form for narrow channels (Cin, Cout <= CT_NW), ascend910b / ascend910 order.
+/* _conv_narrow.h: the "cube" form for narrow channels (Cin, Cout <= CT_NW), ascend910b / ascend910 order (and
+ * gradInput on ascend950, whose gradInput order is the same: P->narrow_gi).
  *
  * Included by _conv_gemm.h after _conv_cube.h.  With a few channels the cube kernels, whose vector lanes run
  * along the channels, leave most lanes idle (2 of 16 at C = 2): the per-item gradWeight chains and the
@@ -481,7 +482,7 @@ static void ct_gin_port(const ct_plan *P, int64_t r0, int64_t nr, float *D, int6
                     int64_t d = P->gin_fwd ? t + k - P->pad : t + P->pad - k;
                     if (d < 0 || d >= (P->gin_fwd ? P->T_in : P->T_out)) continue;
                     const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin + i;
-                    const float *y = P->DYp + r + ct_gin_shift(P, k);
+                    const float *y = P->DYc + r + ct_gin_shift(P, k);
                     float s = 0.0f;
                     for (int64_t co = lo; co < hi; co++) s = fmaf(y[co * P->nlo], w[co * Cin], s);
                     c = c + s;
@@ -539,7 +540,7 @@ static CT_T512 void ct_gin_512(const ct_plan *P, int64_t r0, int64_t nr, float *
                 }
                 if (!any) continue;
                 const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin;
-                const float *dy = P->DYp + r + ct_gin_shift(P, k);
+                const float *dy = P->DYc + r + ct_gin_shift(P, k);
                 for (int64_t ci = 0; ci < Cin; ci += 4) {
                     /* every row valid: plain loads and adds (no masks) */
 #define CT_GINB512(MI) \
@@ -606,7 +607,7 @@ static CT_T256 void ct_gin_256(const ct_plan *P, int64_t r0, int64_t nr, float *
                 __m256i m[2];
                 for (int v = 0; v < 2; v++) m[v] = ct_mask_range8(a - 8 * v, z - 8 * v);
                 const float *w = P->Wp + (ct_wblk(lo, hi, K, k) - lo) * Cin;
-                const float *dy = P->DYp + r + ct_gin_shift(P, k);
+                const float *dy = P->DYc + r + ct_gin_shift(P, k);
                 for (int64_t ci = 0; ci < Cin; ci += 4) {
                     switch (ct_min(4, Cin - ci)) {
                         case 4: ct_gin_blk_256(4, dy, RO, w + ci, Cin, lo, hi, full, m, c + 16 * ci); break;
