@@ -192,7 +192,8 @@ static int64_t ct_mul_ok(int64_t a, int64_t b, int *ok) {
 /* gi_buf / gw_buf: whether gi / gw need fp32 task tiles (else they accumulate in the fp32 output itself) */
 /* acc, k0, layout: the accumulation model (_conv_cube.h; acc 0 = sequential, k0 and layout then unused) */
 static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K,
-                        int64_t pad, int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout) {
+                        int64_t pad, int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout,
+                        int isa) {
     int ok = 1;
     memset(P, 0, sizeof(*P));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0 || nthreads < 1) return -1;
@@ -342,15 +343,20 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
             P->n_post = ct_cdiv(nw, CT_TREE_CHUNK);
         }
     }
+    /* (see narrow_gi; the copy's room is kept on every instruction set, so that a workspace sized under one
+     * fits a run under another: the AVX2 path keeps its general kernels above 4 gradInput channels, whose 8
+     * lanes along Cin are then full enough: the narrow ones took 5-12% longer at Cin = 8) */
     int64_t ndc = 0;
     if (!P->narrow && acc == CT_ACC_CUBE && layout == 1 && prod && !P->win && ct_narrow_on && Cin <= CT_NW &&
         Cout <= CT_NW && !P->gi_seg) {
-        P->narrow_gi = 1;
         P->nlo = ct_up(P->RO, 16) + 16;
         ndc = ct_mul_ok(Cout, P->nlo, &ok);
-        P->n_gi_rb = P->n_gi = ct_cdiv(P->RI, CT_NR);
-        P->n_gi_jb = 1;
-        P->n_comp = P->n_gi + P->n_gw;
+        if (!(isa == CT_ISA_AVX2 && Cin > 4)) {
+            P->narrow_gi = 1;
+            P->n_gi_rb = P->n_gi = ct_cdiv(P->RI, CT_NR);
+            P->n_gi_jb = 1;
+            P->n_comp = P->n_gi + P->n_gw;
+        }
     }
     /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
     int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;

@@ -65,7 +65,7 @@ cdef extern from "_conv_gemm.h" nogil:
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                     int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout)
+                     int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout, int isa)
     int ct_isa_supported()
     void ct_pack_task(const ct_plan *P, int64_t task)
     void ct_comp_task(const ct_plan *P, int64_t task, float *cb)
@@ -312,7 +312,8 @@ cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, i
     # fp32 outputs accumulate in place; other dtypes (and gi rounded to FP16/BF16 first) need fp32 tiles
     cdef int gi_buf = gi_dt != CT_DT_F32 or compute == CT_C_FP16 or compute == CT_C_BF16
     cdef int gw_buf = gw_dt != CT_DT_F32
-    if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout) != 0:
+    if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout,
+                    _knobs.isa) != 0:
         raise ValueError(f"invalid or too large shape {tuple(shape)!r}")
     return 0
 
