@@ -5,6 +5,7 @@ channels), and the "sequential" form, on the small-channel shapes.
     python bench/narrow.py                   # (512, 32, C, C, 3, 1), C = 2, 4, 8, 16; AVX-512 and AVX2, 1 thread
     python bench/narrow.py --threads 2 --isa avx512
     python bench/narrow.py --op forward      # the same for the forward (conv_tbc), whose narrow path is chip-free
+    python bench/narrow.py --soc ascend950   # ascend950's backward: narrow gradInput kernels, general gradWeight
 
 One process; in each pass the three variants run in alternating order, each timed as the best of --reps rounds
 of --calls calls; the table gives the medians over the passes (microseconds per call) and the paired ratios.
@@ -26,6 +27,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--op", choices=("backward", "forward"), default="backward")
+    ap.add_argument("--soc", default="ascend910b", help="the chip profile of the backward (default ascend910b)")
     args = ap.parse_args(argv)
     import numpy as np
     import pyconvtbc
@@ -35,7 +37,8 @@ def main(argv=None):
     order = ["portable", "avx2", "avx512"]
     isas = [args.isa] if args.isa else [i for i in order[1:order.index(K.isa_supported()) + 1]][::-1] or ["portable"]
     variants = [("narrow", "cube", True), ("general", "cube", False), ("sequential", "sequential", True)]
-    print(f"{args.op}, {args.threads} thread(s), us per call, medians of {args.passes} passes")
+    chip = "" if args.op == "forward" else f", {args.soc}"
+    print(f"{args.op}{chip}, {args.threads} thread(s), us per call, medians of {args.passes} passes")
     print("| shape (T,B,Cin,Cout,K,pad) | isa | cube, narrow kernels | cube, general kernels | sequential | "
           "general / narrow | sequential / narrow |")
     print("|---|---|---|---|---|---|---|")
@@ -57,7 +60,7 @@ def main(argv=None):
                                     pyconvtbc.conv_tbc(x, w, b, pad, num_threads=args.threads, accumulation=acc)
                                 else:
                                     pyconvtbc.conv_tbc_backward(dy, x, w, b, pad, num_threads=args.threads,
-                                                                accumulation=acc)
+                                                                accumulation=acc, soc=args.soc)
                             call()
                             best = float("inf")
                             for _ in range(args.reps):
