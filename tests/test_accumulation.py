@@ -452,27 +452,24 @@ NARROW = [(23, 8, 1, 1, 3, 1), (40, 16, 2, 2, 3, 1), (19, 17, 3, 5, 5, 3), (12, 
           (75, 48, 8, 8, 3, 1), (50, 40, 8, 4, 6, 3), (66, 64, 7, 2, 1, 0)]
 
 
-@pytest.mark.parametrize("shape", NARROW)
-def test_narrow_channels_match_the_model_on_every_path(shape):
-    dy, x, w, b = problem(shape, seed=sum(shape) + 3)
-    pad = shape[5]
-    rgi, rgw = reference(dy, x, w, pad, "cube", 8, "ascend910b")
+def _narrow_paths_match(dy, x, w, b, pad, soc, rgi, rgw, threads):
+    """gi and gw of every code path and thread count, and of the general cube kernels (hook narrow=False), have
+    the bits of the model's (rgi, rgw); gradBias is the same on all of them."""
     assert K.hooks.get()["narrow"]
     outs = set()
     try:
         for isa in ISAS:
             K._set_isa(isa)
-            for n in (1, 2, 3, 4, 6):     # gw tasks: one; two or three, each of every second or third block
+            for n in threads:
                 with K.hooks.override(parallel_min=0):
-                    gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend910b", deterministic=True,
-                                                      num_threads=n)
+                    gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, pad, soc=soc, deterministic=True, num_threads=n)
                 assert (bits(gw) == bits(rgw)).all(), (isa, n)
                 assert (bits(gi) == bits(rgi)).all(), (isa, n)
                 outs.add(bits(gb).tobytes())
         NL._plan_cache.clear()                    # (the hook changes the workspace layout: plan again)
         try:
             with K.hooks.override(narrow=False):     # the general cube kernels: the same bits
-                gi2, gw2, gb2 = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend910b", deterministic=True)
+                gi2, gw2, gb2 = pc.conv_tbc_backward(dy, x, w, b, pad, soc=soc, deterministic=True)
         finally:
             NL._plan_cache.clear()
         assert (bits(gw2) == bits(rgw)).all() and (bits(gi2) == bits(rgi)).all()
@@ -480,6 +477,15 @@ def test_narrow_channels_match_the_model_on_every_path(shape):
     finally:
         K._set_isa(None)
     assert len(outs) == 1
+
+
+@pytest.mark.parametrize("shape", NARROW)
+def test_narrow_channels_match_the_model_on_every_path(shape):
+    dy, x, w, b = problem(shape, seed=sum(shape) + 3)
+    pad = shape[5]
+    rgi, rgw = reference(dy, x, w, pad, "cube", 8, "ascend910b")
+    # gw tasks: one (1-3 threads); two or three, each of every second or third item block (4, 6 threads)
+    _narrow_paths_match(dy, x, w, b, pad, "ascend910b", rgi, rgw, (1, 2, 3, 4, 6))
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 16, 64])
@@ -522,31 +528,10 @@ NARROW_950 = [(23, 8, 1, 1, 3, 1), (19, 17, 3, 5, 5, 3), (75, 48, 8, 8, 3, 1), (
 def test_narrow_gradinput_on_ascend950(shape, dtype):
     dy, x, w, b = problem(shape, dtype, seed=sum(shape) + 5)
     pad = shape[5]
-    k0 = 8 if dtype == np.float32 else 16
-    rgi, rgw = reference(dy, x, w, pad, "cube", k0, "ascend950")
+    rgi, rgw = reference(dy, x, w, pad, "cube", 8 if dtype == np.float32 else 16, "ascend950")
     with np.errstate(over="ignore"):
         rgi, rgw = rgi.astype(dtype), rgw.astype(dtype)
-    outs = set()
-    try:
-        for isa in ISAS:
-            K._set_isa(isa)
-            for n in (1, 2, 3):
-                with K.hooks.override(parallel_min=0):
-                    gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend950", num_threads=n)
-                assert (bits(gw) == bits(rgw)).all(), (isa, n)
-                assert (bits(gi) == bits(rgi)).all(), (isa, n)
-                outs.add(bits(gb).tobytes())
-        NL._plan_cache.clear()                    # (the hook changes the workspace layout: plan again)
-        try:
-            with K.hooks.override(narrow=False):     # the general cube kernels: the same bits
-                gi2, gw2, gb2 = pc.conv_tbc_backward(dy, x, w, b, pad, soc="ascend950")
-        finally:
-            NL._plan_cache.clear()
-        assert (bits(gi2) == bits(rgi)).all() and (bits(gw2) == bits(rgw)).all()
-        outs.add(bits(gb2).tobytes())
-    finally:
-        K._set_isa(None)
-    assert len(outs) == 1
+    _narrow_paths_match(dy, x, w, b, pad, "ascend950", rgi, rgw, (1, 2, 3))
 
 
 @pytest.mark.parametrize("layout", ["dense", "strided"])

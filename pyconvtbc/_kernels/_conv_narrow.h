@@ -39,80 +39,73 @@ static void ct_nar_port(int to, float *v, int64_t nr, int64_t C, float *d, int64
         }
 }
 #if CT_X86
-/* 8 channels, channel-major d[c*ld + i] (16 rows i a vector) -> row-major v[i*8 + c]: three rounds of two-source
- * permutes instead of gathers (a gather from 8 rows ld apart touches 16 cache lines; this runs at about twice
- * the speed from the L1 tile of gradInput's chains).  Round 1 pairs channels (2g, 2g+1) into [row][2] for rows
- * 8h..8h+7; round 2 pairs those into [row][4] for rows 4s..4s+3 of the half; round 3 into [row][8], 2 rows a
- * vector.  The index tables are built from these definitions once per call. */
+/* The permute network of the 8-channel transposes below: 8 vectors a[] in, out[m] (m = 4h + 2s + t) out, by
+ * three rounds of two-source permutes with the index tables tb[round][2][16]: round 1 pairs a[2g], a[2g+1] into
+ * R[g][h], round 2 pairs R[2q][h], R[2q+1][h] into S[q][h][s], round 3 pairs S[0][h][s], S[1][h][s] into
+ * out[4h + 2s + t].  What each vector holds is the tables' business. */
+CT_I512 void ct_perm8_512(const __m512 *a, const __m512i tb[3][2], __m512 *out) {
+    __m512 R[4][2], S[2][2][2];
+    _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            R[g][h] = _mm512_permutex2var_ps(a[2 * g], tb[0][h], a[2 * g + 1]);
+    _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++)
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+            _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
+                S[q][h][s] = _mm512_permutex2var_ps(R[2 * q][h], tb[1][s], R[2 * q + 1][h]);
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
+        _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
+            _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++)
+                out[4 * h + 2 * s + t] = _mm512_permutex2var_ps(S[0][h][s], tb[2][t], S[1][h][s]);
+}
+CT_I512 void ct_perm8_tables(const int32_t t[3][2][16], __m512i tb[3][2]) {
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 2; k++) tb[r][k] = _mm512_loadu_si512(t[r][k]);
+}
+/* 8 channels, channel-major d[c*ld + i] (16 rows i a vector) -> row-major v[i*8 + c]: the permute network
+ * instead of gathers (a gather from 8 rows ld apart touches 16 cache lines; this runs at about twice the speed
+ * from the L1 tile of gradInput's chains).  Round 1 pairs channels (2g, 2g+1) into [row][2] for rows 8h..8h+7;
+ * round 2 pairs those into [row][4] for rows 4s..4s+3 of the half; round 3 into [row][8], 2 rows a vector
+ * (out[m]: rows 2m, 2m + 1).  The index tables are built from these definitions once per call. */
 CT_I512 void ct_nar_out8_512(float *v, int64_t full, const float *d, int64_t ld) {
-    int32_t t1[2][16], t2[2][16], t3[2][16];
+    int32_t t[3][2][16];
     for (int h = 0; h < 2; h++)
         for (int r8 = 0; r8 < 8; r8++)
-            for (int c2 = 0; c2 < 2; c2++) t1[h][r8 * 2 + c2] = c2 * 16 + 8 * h + r8;
+            for (int c2 = 0; c2 < 2; c2++) t[0][h][r8 * 2 + c2] = c2 * 16 + 8 * h + r8;
     for (int s = 0; s < 2; s++)
         for (int r4 = 0; r4 < 4; r4++)
-            for (int c4 = 0; c4 < 4; c4++) t2[s][r4 * 4 + c4] = (c4 >> 1) * 16 + (4 * s + r4) * 2 + (c4 & 1);
-    for (int t = 0; t < 2; t++)
+            for (int c4 = 0; c4 < 4; c4++) t[1][s][r4 * 4 + c4] = (c4 >> 1) * 16 + (4 * s + r4) * 2 + (c4 & 1);
+    for (int u = 0; u < 2; u++)
         for (int r2 = 0; r2 < 2; r2++)
-            for (int c8 = 0; c8 < 8; c8++) t3[t][r2 * 8 + c8] = (c8 >> 2) * 16 + (2 * t + r2) * 4 + (c8 & 3);
-    __m512i i1[2], i2[2], i3[2];
-    for (int k = 0; k < 2; k++) {
-        i1[k] = _mm512_loadu_si512(t1[k]);
-        i2[k] = _mm512_loadu_si512(t2[k]);
-        i3[k] = _mm512_loadu_si512(t3[k]);
-    }
+            for (int c8 = 0; c8 < 8; c8++) t[2][u][r2 * 8 + c8] = (c8 >> 2) * 16 + (2 * u + r2) * 4 + (c8 & 3);
+    __m512i tb[3][2];
+    ct_perm8_tables(t, tb);
     for (int64_t i = 0; i < full; i += 16) {
-        __m512 a[8], R[4][2], S[2][2][2];
+        __m512 a[8], o[8];
         _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) a[c] = _mm512_loadu_ps(d + c * ld + i);
-        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-                R[g][h] = _mm512_permutex2var_ps(a[2 * g], i1[h], a[2 * g + 1]);
-        _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++)
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-                _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
-                    S[q][h][s] = _mm512_permutex2var_ps(R[2 * q][h], i2[s], R[2 * q + 1][h]);
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-            _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
-                _Pragma("GCC unroll 2") for (int t = 0; t < 2; t++)
-                    _mm512_storeu_ps(v + (i + 8 * h + 4 * s + 2 * t) * 8,
-                                     _mm512_permutex2var_ps(S[0][h][s], i3[t], S[1][h][s]));
+        ct_perm8_512(a, tb, o);
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) _mm512_storeu_ps(v + (i + 2 * m) * 8, o[m]);
     }
 }
-/* The inverse: n runs of 16 rows of 8 channels, run i at v + i*rs, into d[c*ld + 16*i + r]; three rounds of
- * two-source permutes.  V[q] holds rows 2q, 2q+1; round 1 gives W[g][h] = channels 4h..4h+3 of rows 4g..4g+3 as
- * [channel][row], round 2 X[q][h][s] = channels 4h+2s, 4h+2s+1 of rows 8q..8q+7, round 3 channel 4h+2s+u of
- * the 16 rows. */
+/* The inverse: n runs of 16 rows of 8 channels, run i at v + i*rs, into d[c*ld + 16*i + r].  a[q] holds rows 2q,
+ * 2q+1; round 1 gives channels 4h..4h+3 of rows 4g..4g+3 as [channel][row], round 2 channels 4h+2s, 4h+2s+1 of
+ * rows 8q..8q+7, round 3 channel m = 4h+2s+t of the 16 rows. */
 CT_I512 void ct_nar_in8_512(const float *v, int64_t rs, int64_t n, float *d, int64_t ld) {
-    int32_t t1[2][16], t2[2][16], t3[2][16];
+    int32_t t[3][2][16];
     for (int h = 0; h < 2; h++)
         for (int cc = 0; cc < 4; cc++)
-            for (int rr = 0; rr < 4; rr++) t1[h][cc * 4 + rr] = rr * 8 + 4 * h + cc;
+            for (int rr = 0; rr < 4; rr++) t[0][h][cc * 4 + rr] = rr * 8 + 4 * h + cc;
     for (int s = 0; s < 2; s++)
         for (int u = 0; u < 2; u++)
-            for (int r8 = 0; r8 < 8; r8++) t2[s][u * 8 + r8] = (r8 >> 2) * 16 + (2 * s + u) * 4 + (r8 & 3);
+            for (int r8 = 0; r8 < 8; r8++) t[1][s][u * 8 + r8] = (r8 >> 2) * 16 + (2 * s + u) * 4 + (r8 & 3);
     for (int u = 0; u < 2; u++)
-        for (int r = 0; r < 16; r++) t3[u][r] = (r >> 3) * 16 + u * 8 + (r & 7);
-    __m512i i1[2], i2[2], i3[2];
-    for (int k = 0; k < 2; k++) {
-        i1[k] = _mm512_loadu_si512(t1[k]);
-        i2[k] = _mm512_loadu_si512(t2[k]);
-        i3[k] = _mm512_loadu_si512(t3[k]);
-    }
+        for (int r = 0; r < 16; r++) t[2][u][r] = (r >> 3) * 16 + u * 8 + (r & 7);
+    __m512i tb[3][2];
+    ct_perm8_tables(t, tb);
     for (int64_t i = 0; i < n; i++) {
-        __m512 V[8], W[4][2], X[2][2][2];
-        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) V[q] = _mm512_loadu_ps(v + i * rs + 16 * q);
-        _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++)
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-                W[g][h] = _mm512_permutex2var_ps(V[2 * g], i1[h], V[2 * g + 1]);
-        _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++)
-            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-                _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
-                    X[q][h][s] = _mm512_permutex2var_ps(W[2 * q][h], i2[s], W[2 * q + 1][h]);
-        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)
-            _Pragma("GCC unroll 2") for (int s = 0; s < 2; s++)
-                _Pragma("GCC unroll 2") for (int u = 0; u < 2; u++)
-                    _mm512_storeu_ps(d + (4 * h + 2 * s + u) * ld + 16 * i,
-                                     _mm512_permutex2var_ps(X[0][h][s], i3[u], X[1][h][s]));
+        __m512 a[8], o[8];
+        _Pragma("GCC unroll 8") for (int q = 0; q < 8; q++) a[q] = _mm512_loadu_ps(v + i * rs + 16 * q);
+        ct_perm8_512(a, tb, o);
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) _mm512_storeu_ps(d + m * ld + 16 * i, o[m]);
     }
 }
 static CT_T512 void ct_nar_512(int to, float *v, int64_t nr, int64_t C, float *d, int64_t ld) {
