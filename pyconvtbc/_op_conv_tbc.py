@@ -209,11 +209,10 @@ class ConvTbc(_twophase.Operator):
     def run_arrays(self, plan, arrays, outputs, ws):
         x, w, b = arrays
         (out,) = outputs
-        start = bias_start(b, plan.extra.bias_format)
-        address = 0 if ws is None else ws.__array_interface__["data"][0]
-        address, size = aligned_workspace(plan, address, 0 if ws is None else ws.size)
-        _run(plan, _array_operand(x, plan), _array_operand(w, plan), start,
-             (out.__array_interface__["data"][0] if out.size else 0, plan.dtypes[0]), address, size, None)
+        code = plan.dtypes[0]
+        _conv_tbc.run_forward_arrays(x, w, bias_start(b, plan.extra.bias_format), out, code, code,
+                                     plan.kernel_shape, _kernel_mode(plan.mode),
+                                     ws if plan.kernel_workspace else None, plan.num_threads)
 
 
 def _out_dtype(code):
@@ -222,9 +221,16 @@ def _out_dtype(code):
 
 def _kernel_mode(mode):
     """The kernel's mode tuple: a ``Mode``'s first seven fields, then the rounding of the fp32 sums before the
-    output cast (the compute precision when it is FP16 / BF16, else none) in place of the gradient layout."""
-    pre = mode.compute if mode.compute in (COMPUTE_FP16, COMPUTE_BF16) else COMPUTE_FP32
-    return tuple(mode)[:7] + (pre,)
+    output cast (the compute precision when it is FP16 / BF16, else none) in place of the gradient layout.
+    Made once per distinct mode (the NumPy layer's calls ask for it every time)."""
+    km = _KERNEL_MODES.get(mode)
+    if km is None:
+        pre = mode.compute if mode.compute in (COMPUTE_FP16, COMPUTE_BF16) else COMPUTE_FP32
+        km = _KERNEL_MODES[mode] = tuple(mode)[:7] + (pre,)
+    return km
+
+
+_KERNEL_MODES = {}
 
 
 def _kernel_bytes(shape, mode, self_dtype, num_threads):
@@ -238,12 +244,6 @@ def _run(plan, x, w, start, out, ws_address, ws_size, cancel):
     b = start.__array_interface__["data"][0] if start.size else 0
     _conv_tbc.run_forward(x, w, b, out, plan.kernel_shape, _kernel_mode(plan.mode), ws_address, ws_size,
                           plan.num_threads, cancel)
-
-
-def _array_operand(a, plan):
-    """(address, byte strides..., dtype) of a 3-D input array (HiFloat8 codes when the plan's operands are)."""
-    addr = a.__array_interface__["data"][0] if a.size else 0
-    return (addr, *a.strides, plan.dtypes[0])
 
 
 def _view_at(operand, shape, element_strides=False):

@@ -605,6 +605,35 @@ def test_run_arrays_matches_run_and_checks_the_plan():
             K.run_arrays(*arrays, c, shape, mode, wsb, 1)
 
 
+def test_run_forward_arrays_matches_run_forward_and_checks_the_plan():
+    """The forward's NumPy-layer entry (arrays in, addresses read in C) gives run_forward's bits, on strided
+    operands too, and rejects arrays that do not match the plan instead of reading past them."""
+    rng = np.random.default_rng(2)
+    x, w = with_layout(rand(rng, (6, 2, 3), F32), "gaps"), rand(rng, (3, 3, 4), F32)
+    start = rand(rng, (4,), F32)
+    shape, mode = (6, 2, 3, 4, 3, 1), (0, 11, 0, 0, False, 1, 8, 0)      # the "cube" form, k0 = 8
+    n = K.forward_workspace_size(shape, mode, 0, 1)
+    ws = np.zeros(n + 64, np.uint8)
+    out = np.zeros((6, 2, 4), np.float32)
+    K.run_forward_arrays(x, w, start, out, 0, 0, shape, mode, ws, 1)
+    want = np.zeros_like(out)
+    K.run_forward(operand(x), operand(w), start.ctypes.data, (want.ctypes.data, 0), shape, mode,
+                  ws.ctypes.data, ws.size, 1)
+    assert out.tobytes() == want.tobytes() and np.isfinite(out).all()
+    bad = [(x[:-1], w, start, out, 0, ws),                           # x shape
+           (x, w.astype(np.float16), start, out, 0, ws),             # w itemsize
+           (x, w, start.astype(np.float64), out, 0, ws),             # start dtype
+           (x, w, start[:3], out, 0, ws),                            # start size
+           (x, w, start, out[:, :, :2], 0, ws),                      # out size
+           (x, w, start, out.transpose(1, 0, 2), 0, ws),             # out not C-contiguous
+           (x, w, start, out, 7, ws),                                # out dtype code
+           (x, w, start, out, 0, ws[:n - 65]),                       # workspace too small
+           (x, w, start, out, 0, None)]                              # no workspace
+    for xa, wa, sa, oa, code, wsb in bad:
+        with pytest.raises(ValueError):
+            K.run_forward_arrays(xa, wa, sa, oa, 0, code, shape, mode, wsb, 1)
+
+
 def test_releases_the_gil():
     """A long call in one thread lets another Python thread run meanwhile."""
     import threading

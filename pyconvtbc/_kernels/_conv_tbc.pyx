@@ -475,8 +475,9 @@ cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, int gi_dt, int gw_dt) 
     return 0
 
 
-cdef int _src_array(ct_src *s, cnp.ndarray a, int dt, int64_t d0, int64_t d1, int64_t d2, str name) except -1:
-    if dt not in _IN_DTYPES:
+cdef int _src_array(ct_src *s, cnp.ndarray a, int dt, int64_t d0, int64_t d1, int64_t d2, str name,
+                    tuple allowed=_IN_DTYPES) except -1:
+    if dt not in allowed:
         raise ValueError(f"{name}: unsupported dtype code {dt}")
     cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(a)
     if (cnp.PyArray_NDIM(a) != 3 or dims[0] != d0 or dims[1] != d1 or dims[2] != d2
@@ -749,13 +750,41 @@ def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, canc
     _src(&F.w, w, "w", _FWD_IN_DTYPES)
     F.bias = <const float *><uintptr_t>int(bias)
     F.out = _out(out, "out", _FWD_OUT_DTYPES, &F.out_dt, F.RO * F.Cout)
+    _fwd_execute(&F, <uintptr_t>int(ws_ptr), int(ws_size), cancel)
+
+
+def run_forward_arrays(cnp.ndarray x not None, cnp.ndarray w not None, cnp.ndarray start not None,
+                       cnp.ndarray out not None, int in_dt, int out_dt, tuple shape, tuple mode, cnp.ndarray ws,
+                       num_threads):
+    """``run_forward`` for NumPy arrays (the NumPy layer's per-call path): addresses and strides are read here,
+    in C.  x, w: arrays of the planned shapes, dtype code in_dt (any strides); start: the Cout fp32 start values
+    (C-contiguous float32); out: a new C-contiguous array of dtype code out_dt; ws: a uint8 array (or None when
+    the plan needs no workspace)."""
+    cdef ct_fwd F
+    _fwd_plan(&F, shape, mode, num_threads, out_dt)
+    _src_array(&F.x, x, in_dt, F.T_in, F.B, F.Cin, "x", _FWD_IN_DTYPES)
+    _src_array(&F.w, w, in_dt, F.K, F.Cin, F.Cout, "w", _FWD_IN_DTYPES)
+    if (cnp.PyArray_TYPE(start) != cnp.NPY_FLOAT32 or not cnp.PyArray_IS_C_CONTIGUOUS(start)
+            or cnp.PyArray_SIZE(start) != F.Cout):
+        raise ValueError(f"start: {F.Cout} C-contiguous float32 values expected")
+    F.bias = <const float *>cnp.PyArray_DATA(start) if F.Cout > 0 else NULL
+    F.out = _out_array(out, out_dt, _FWD_OUT_DTYPES, &F.out_dt, F.RO * F.Cout, "out")
+    if ws is None:
+        _fwd_execute(&F, 0, 0, None)
+    else:
+        _fwd_execute(&F, <uintptr_t>cnp.PyArray_DATA(ws), cnp.PyArray_NBYTES(ws), None)
+
+
+cdef int _fwd_execute(ct_fwd *F, uintptr_t ws_ptr, int64_t ws_size, cancel) except -1:
+    """Lay the forward's workspace out, then execute (GIL released).  F holds the sizes, mode, sources and
+    output."""
     cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
     F.isa = knobs.isa
-    cdef float *fb = _workspace_base(<uintptr_t>int(ws_ptr), int(ws_size), F.total_floats)
+    cdef float *fb = _workspace_base(ws_ptr, ws_size, F.total_floats)
     F.Xp = fb + F.off_xp if (fb != NULL and F.off_wp > F.off_xp) else NULL
     F.Wp = fb + F.off_wp if (fb != NULL and F.off_cbuf > F.off_wp) else NULL
     F.cbuf = fb + F.off_cbuf if (fb != NULL and F.n_cbuf > 0) else NULL
-    ct_fwd_bind(&F)
+    ct_fwd_bind(F)
     cdef double ci16 = <double>(((F.Cin + 15) // 16) * 16)
     cdef double work = 2.0 * <double>F.RO * <double>F.K * ci16 * <double>F.Cout + 8.0 * <double>F.RI * F.Cin
     cdef int threads = <int>F.nthreads_max if work >= knobs.par_min else 1
@@ -764,9 +793,9 @@ def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, canc
     F.u.poll = _poll
     F.u.poll_ctx = &ctx
     with nogil:
-        _execute_fwd(&F, threads)
+        _execute_fwd(F, threads)
     del keep
-    _poll_end(&ctx)
+    return _poll_end(&ctx)
 
 
 cdef float *_workspace_base(uintptr_t base, int64_t size, int64_t total_floats) except? NULL:
