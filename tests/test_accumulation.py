@@ -446,10 +446,11 @@ def test_cube_rz_rounds_only_its_steps_toward_zero():
 # taps missing at both ends (pad 0, 1, 3 with K = 3, 5), T_out not a multiple of k0, rows not a multiple of 16.
 # gradWeight runs item blocks of 16 in chunks of 32 t's, each chunk's x rows copied by the task (8 channels of
 # 16 items by permutes, other widths by gathers, a partial block row by row): the last three shapes have several
-# chunks, whole and partial blocks, 8 and 7 channels, K = 1 and K = 6 with pad 3.
+# chunks, whole and partial blocks, 8 and 7 channels, K = 1 and K = 6 with pad 3; the last has 4 channels on
+# both sides (the 2- and 4-channel copies both ways are permutes too).
 NARROW = [(23, 8, 1, 1, 3, 1), (40, 16, 2, 2, 3, 1), (19, 17, 3, 5, 5, 3), (12, 33, 8, 8, 3, 0),
           (9, 10, 8, 3, 4, 2), (70, 12, 5, 8, 2, 1), (3, 9, 2, 2, 5, 1),
-          (75, 48, 8, 8, 3, 1), (50, 40, 8, 4, 6, 3), (66, 64, 7, 2, 1, 0)]
+          (75, 48, 8, 8, 3, 1), (50, 40, 8, 4, 6, 3), (66, 64, 7, 2, 1, 0), (40, 32, 4, 4, 3, 1)]
 
 
 def _narrow_paths_match(dy, x, w, b, pad, soc, rgi, rgw, threads):
@@ -520,7 +521,7 @@ def test_narrow_channels_block_sizes_dtypes_and_orders(block_size, dtype):
 # kernels; gradInput's order is ascend910b's, so the narrow gradInput kernels run it, from a channel-major copy of
 # DY made beside the row-major panels.  B = 1 and B = 3 too (no item lanes are involved).
 NARROW_950 = [(23, 8, 1, 1, 3, 1), (19, 17, 3, 5, 5, 3), (75, 48, 8, 8, 3, 1), (40, 1, 2, 2, 3, 1),
-              (9, 3, 8, 3, 4, 2), (70, 12, 5, 8, 2, 1)]
+              (9, 3, 8, 3, 4, 2), (70, 12, 5, 8, 2, 1), (30, 16, 4, 2, 3, 1)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16])

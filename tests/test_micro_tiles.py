@@ -171,9 +171,9 @@ def test_grad_weight_narrow_panels_bit_for_bit(shape, soc, block_size):
 # The forward with narrow channels (the "cube" form, Cin and Cout <= 8 (AVX2: Cout <= 4), B >= 8) takes
 # gradInput's narrow kernels, lanes along the output rows: tap k reads x row t + k - pad, the chains start at the
 # bias.  Rows not a multiple of the lanes (B = 9, 12), Cin / Cout of 1, K = 1 and K = 4 with pad 3 (rows missing
-# taps at both ends).
+# taps at both ends), and 4 channels both sides (x in and the sums out through the 4-channel permutes).
 NARROW_FWD_SHAPES = [(20, 8, 2, 2, 3, 1), (13, 9, 8, 8, 3, 2), (40, 16, 5, 3, 4, 3), (7, 12, 1, 7, 2, 0),
-                     (30, 8, 8, 1, 1, 0)]
+                     (30, 8, 8, 1, 1, 0), (24, 16, 4, 4, 3, 1)]
 
 
 @pytest.mark.parametrize("dn,soc,cmt", [("float32", "ascend910b", 0), ("float32", "ascend910b", 3),

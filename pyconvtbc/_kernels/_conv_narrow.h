@@ -108,11 +108,75 @@ CT_I512 void ct_nar_in8_512(const float *v, int64_t rs, int64_t n, float *d, int
         _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) _mm512_storeu_ps(d + m * ld + 16 * i, o[m]);
     }
 }
+/* 2 or 4 channels, by two-source permutes as above.  In: n runs of 16 rows [16][C] (run i at v + i*rs) into
+ * d[c*ld + 16*i + r].  C = 2: channel c of the 16 rows = floats 2r + c of the run's two vectors.  C = 4: round 1
+ * gives channels 2h, 2h+1 of rows 8p..8p+7 as [channel][row] from the run's vectors 2p, 2p+1, round 2 channel
+ * 2h+u of the 16 rows. */
+CT_I512 void ct_nar_in_small_512(const float *v, int64_t rs, int64_t n, int64_t C, float *d, int64_t ld) {
+    int32_t t[2][2][16];
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 16; l++) {
+            t[0][h][l] = C == 2 ? 2 * l + h : (l & 7) < 4 ? (l & 7) * 4 + 2 * h + (l >> 3)
+                                                          : 16 + ((l & 7) - 4) * 4 + 2 * h + (l >> 3);
+            t[1][h][l] = (l >> 3) * 16 + h * 8 + (l & 7);
+        }
+    __m512i i0[2], i1[2];
+    for (int h = 0; h < 2; h++) {
+        i0[h] = _mm512_loadu_si512(t[0][h]);
+        i1[h] = _mm512_loadu_si512(t[1][h]);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = v + i * rs;
+        if (C == 2) {
+            __m512 a0 = _mm512_loadu_ps(r), a1 = _mm512_loadu_ps(r + 16);
+            for (int c = 0; c < 2; c++) _mm512_storeu_ps(d + c * ld + 16 * i, _mm512_permutex2var_ps(a0, i0[c], a1));
+            continue;
+        }
+        __m512 a[4], R[2][2];
+        for (int q = 0; q < 4; q++) a[q] = _mm512_loadu_ps(r + 16 * q);
+        for (int p = 0; p < 2; p++)
+            for (int h = 0; h < 2; h++) R[p][h] = _mm512_permutex2var_ps(a[2 * p], i0[h], a[2 * p + 1]);
+        for (int h = 0; h < 2; h++)
+            for (int u = 0; u < 2; u++)
+                _mm512_storeu_ps(d + (2 * h + u) * ld + 16 * i, _mm512_permutex2var_ps(R[0][h], i1[u], R[1][h]));
+    }
+}
+/* The inverse: d[c*ld + i] (16 rows a vector) -> row-major v[i*C + c], rows [0, full).  C = 2: rows 8m..8m+7 as
+ * [row][2] from the two channels.  C = 4: round 1 as C = 2 for the channel pairs (0, 1) and (2, 3), round 2 rows
+ * 4q..4q+3 as [row][4] from the pairs' vectors of rows 8(q/2).. */
+CT_I512 void ct_nar_out_small_512(float *v, int64_t full, const float *d, int64_t ld, int64_t C) {
+    int32_t t[2][2][16];
+    for (int m = 0; m < 2; m++)
+        for (int l = 0; l < 16; l++) {
+            t[0][m][l] = (l & 1) * 16 + 8 * m + (l >> 1);
+            t[1][m][l] = ((l & 3) >> 1) * 16 + (m * 4 + (l >> 2)) * 2 + (l & 1);
+        }
+    __m512i i0[2], i1[2];
+    for (int m = 0; m < 2; m++) {
+        i0[m] = _mm512_loadu_si512(t[0][m]);
+        i1[m] = _mm512_loadu_si512(t[1][m]);
+    }
+    for (int64_t i = 0; i < full; i += 16) {
+        if (C == 2) {
+            __m512 b0 = _mm512_loadu_ps(d + i), b1 = _mm512_loadu_ps(d + ld + i);
+            for (int m = 0; m < 2; m++) _mm512_storeu_ps(v + i * 2 + 16 * m, _mm512_permutex2var_ps(b0, i0[m], b1));
+            continue;
+        }
+        __m512 b[4], S[2][2];
+        for (int c = 0; c < 4; c++) b[c] = _mm512_loadu_ps(d + c * ld + i);
+        for (int h = 0; h < 2; h++)
+            for (int m = 0; m < 2; m++) S[h][m] = _mm512_permutex2var_ps(b[2 * h], i0[m], b[2 * h + 1]);
+        for (int q = 0; q < 4; q++)
+            _mm512_storeu_ps(v + i * 4 + 16 * q, _mm512_permutex2var_ps(S[0][q >> 1], i1[q & 1], S[1][q >> 1]));
+    }
+}
 static CT_T512 void ct_nar_512(int to, float *v, int64_t nr, int64_t C, float *d, int64_t ld) {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     int64_t full = nr / 16 * 16;
     if (to && C == 8) {
         ct_nar_in8_512(v, 128, full / 16, d, ld);
+    } else if (to && (C == 2 || C == 4)) {
+        ct_nar_in_small_512(v, 16 * C, full / 16, C, d, ld);
     } else if (to) {
         __m512i idx = _mm512_mullo_epi32(iota, _mm512_set1_epi32((int)C));
         for (int64_t i = 0; i < full; i += 16)
@@ -120,6 +184,8 @@ static CT_T512 void ct_nar_512(int to, float *v, int64_t nr, int64_t C, float *d
                 _mm512_storeu_ps(d + c * ld + i, _mm512_i32gather_ps(idx, v + i * C + c, 4));
     } else if (C == 8) {
         ct_nar_out8_512(v, full, d, ld);
+    } else if (C == 2 || C == 4) {
+        ct_nar_out_small_512(v, full, d, ld, C);
     } else {
         /* floats e = 16m + j of a run of 16 rows (16*C floats): row e / C, channel e % C */
         __m512i idx[CT_NW];
@@ -218,6 +284,7 @@ static void ct_nar_pack_src(const ct_plan *P, const ct_src *S, int64_t T_in, int
  * channels: permutes) */
 static CT_T512 void ct_gwn_px_512(const float *v, int64_t rs, int64_t n, int64_t C, float *d, int64_t ld) {
     if (C == 8) { ct_nar_in8_512(v, rs, n, d, ld); return; }
+    if (C == 2 || C == 4) { ct_nar_in_small_512(v, rs, n, C, d, ld); return; }
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int)C));
     for (int64_t i = 0; i < n; i++)
