@@ -120,12 +120,15 @@ def aclGetRecentErrMsg() -> Optional[str]:
 
 
 class AclnnError(ValueError):
-    """Raised by the NumPy layer: carries the CANN status code and the same message."""
+    """Raised by the NumPy layer: carries the CANN status code and the message, which also becomes the calling
+    thread's most recent error (``aclGetRecentErrMsg()``), as a CANN-layer failure's does.  The rules, their order
+    and the codes are the CANN layer's; the message names the NumPy function and its arguments."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"[{int(status)}] {message}")
         self.status = int(status)
         self.message = message
+        set_error(status, message)
 
 
 # The public names (the package re-exports them); set_error stays internal.

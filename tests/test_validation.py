@@ -402,6 +402,21 @@ def test_numpy_layer_matches_cann_message():
     assert e.value.status == rc and e.value.message.split(": ", 1)[1] == cann
 
 
+def test_numpy_layer_error_is_the_threads_recent_message():
+    """An AclnnError's message is also what aclGetRecentErrMsg() returns afterwards, as after a CANN failure."""
+    dy, x, w, b = make_problem()
+    t, _ = acl_problem(dy, x, w, b)
+    phase1(t, pad=300)                                        # a CANN failure first: its message is replaced
+    cases = ((pc.conv_tbc_backward, (dy, x, w, b, 1), {"accumulation": "nope"}),
+             (pc.conv_tbc_backward, (dy, x, w, None, 1), {}),
+             (pc.conv_tbc, (x, w, b, 999), {}),
+             (pc.set_emulation_options, (), {"block_size": 0}))
+    for fn, args, kwargs in cases:
+        with pytest.raises(pc.AclnnError) as e:
+            fn(*args, **kwargs)
+        assert pc.aclGetRecentErrMsg() == e.value.message and str(e.value) == f"[{e.value.status}] {e.value.message}"
+
+
 def test_misaligned_device_address_rejected():
     dy, x, w, b = make_problem()
     t, ptrs = acl_problem(dy, x, w, b)
