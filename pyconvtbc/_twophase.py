@@ -187,7 +187,8 @@ def get_workspace_size(op: Operator, tensors: dict, scalars: dict) -> Tuple[int,
 @never_raises(ACLNN_ERR_INNER)
 def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
     if executor is None:
-        return set_error(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is None")
+        return set_error(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is None; "
+                         "expected an executor from phase 1")
     if not isinstance(executor, aclOpExecutor) or not executor.genuine or executor.state != "ready":
         return set_error(ACLNN_ERR_PARAM_INVALID, f"aclSetAclOpExecutorRepeatable: executor is {safe_repr(executor)}; "
                          "expected an executor from phase 1 that has not been used or destroyed")
@@ -198,7 +199,7 @@ def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
 @never_raises(ACLNN_ERR_INNER)
 def aclDestroyAclOpExecutor(executor: "aclOpExecutor") -> int:
     if executor is None:
-        return set_error(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is None")
+        return set_error(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is None; expected a live executor")
     if not isinstance(executor, aclOpExecutor) or not executor.genuine or executor.state == "destroyed":
         return set_error(ACLNN_ERR_PARAM_INVALID, f"aclDestroyAclOpExecutor: executor is {safe_repr(executor)}; "
                          "expected a live executor")

@@ -221,9 +221,9 @@ def host_bytes(obj: object, writable: bool) -> np.ndarray:
         if arr.dtype.hasobject:
             raise ValueError("the host buffer holds Python objects (dtype object); expected raw data")
         if not arr.flags.c_contiguous:
-            raise ValueError("the host buffer is not C-contiguous")
+            raise ValueError("the host buffer is not C-contiguous; expected a C-contiguous buffer")
         if writable and not arr.flags.writeable:
-            raise ValueError("the destination host buffer is read-only")
+            raise ValueError("the destination host buffer is read-only; expected a writable buffer")
         flat = arr.reshape(-1).view(np.uint8)
         if flat.ndim != 1 or flat.size != arr.nbytes:  # pragma: no cover - a plain contiguous ndarray always is
             raise ValueError("the host buffer cannot be read as bytes")
@@ -235,9 +235,9 @@ def host_bytes(obj: object, writable: bool) -> np.ndarray:
             from None
     try:
         if not mv.c_contiguous:
-            raise ValueError("the host buffer is not C-contiguous")
+            raise ValueError("the host buffer is not C-contiguous; expected a C-contiguous buffer")
         if writable and mv.readonly:
-            raise ValueError("the destination host buffer is read-only")
+            raise ValueError("the destination host buffer is read-only; expected a writable buffer")
         flat = np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, dtype=np.uint8)
     except ValueError:
         raise
@@ -246,7 +246,7 @@ def host_bytes(obj: object, writable: bool) -> np.ndarray:
     if flat.size != mv.nbytes:  # pragma: no cover - cast("B") of a contiguous buffer covers all of it
         raise ValueError("the host buffer cannot be read as bytes")
     if writable and not flat.flags.writeable:  # pragma: no cover
-        raise ValueError("the destination host buffer is read-only")
+        raise ValueError("the destination host buffer is read-only; expected a writable buffer")
     return flat
 
 

@@ -154,7 +154,8 @@ def aclrtFree(device_ptr: DevicePtr) -> int:
     if device_ptr.offset != 0:
         return _bad(f"aclrtFree: {safe_repr(device_ptr)} is not the start of an allocation")
     if device_ptr.freed:
-        return _bad(f"aclrtFree: {safe_repr(device_ptr)} was already freed")
+        return _bad(f"aclrtFree: {safe_repr(device_ptr)} was already freed; "
+                    "expected a live pointer from aclrtMalloc")
     memory.free(device_ptr)
     return ACL_SUCCESS
 
@@ -188,7 +189,7 @@ def aclrtMemcpy(dst: object, dst_max: int, src: object, count: int, kind: int) -
         return _bad(f"aclrtMemcpy: dst_max is {safe_repr(dst_max)}; expected a non-negative number of bytes")
     count, dst_max = n, m
     if count > dst_max:
-        return _bad(f"aclrtMemcpy: count {count} exceeds dst_max {dst_max}")
+        return _bad(f"aclrtMemcpy: count {count} exceeds dst_max {dst_max}; expected at most dst_max bytes")
     dst_dev, src_dev = _KIND_SIDES[aclrtMemcpyKind(k)]
     try:
         d = _side(dst, dst_dev, True, "dst")
@@ -196,9 +197,11 @@ def aclrtMemcpy(dst: object, dst_max: int, src: object, count: int, kind: int) -
     except ValueError as e:
         return _bad(f"aclrtMemcpy ({aclrtMemcpyKind(int(kind)).name}): {e}")
     if count > d.size:
-        return _bad(f"aclrtMemcpy: count {count} exceeds the {d.size} bytes of the destination")
+        return _bad(f"aclrtMemcpy: count {count} exceeds the {d.size} bytes of the destination; "
+                    f"expected at most {d.size}")
     if count > s.size:
-        return _bad(f"aclrtMemcpy: count {count} exceeds the {s.size} bytes of the source")
+        return _bad(f"aclrtMemcpy: count {count} exceeds the {s.size} bytes of the source; "
+                    f"expected at most {s.size}")
     if count:
         d[:count] = s[:count]  # flat uint8 views: exactly count bytes (NumPy handles overlap: memmove semantics)
     return ACL_SUCCESS

@@ -297,6 +297,22 @@ def test_memcpy_count_beyond_the_real_buffer_is_refused():
     assert not np.asarray(dst).any()
 
 
+def test_runtime_and_executor_messages_say_what_was_expected():
+    """Every failure message names the argument, the value seen and what was expected, outside phase 1 too."""
+    rc, p = pc.aclrtMalloc(8)
+    assert rc == 0 and pc.aclrtFree(p) == 0
+    calls = (lambda: pc.aclSetAclOpExecutorRepeatable(None), lambda: pc.aclDestroyAclOpExecutor(None),
+             lambda: pc.aclrtFree(p),
+             lambda: pc.aclrtMemcpy(np.zeros(4, np.uint8), 8, _device_with(SRC), 8, D2H),
+             lambda: pc.aclrtMemcpy(np.zeros(4, np.uint8), 4, _device_with(SRC), 8, D2H),
+             lambda: pc.aclrtMemcpy(np.zeros(48, np.uint8)[::2], 24, _device_with(SRC), 8, D2H),
+             lambda: pc.aclrtMemcpy(np.zeros(48, np.uint8), 48, _device_with(SRC[:2]), 16, D2H))
+    for call in calls:
+        assert call() != 0
+        msg = pc.aclGetRecentErrMsg()
+        assert "expected" in msg.split("; ", 1)[-1], msg
+
+
 # ---- DevicePtr: only runtime-made pointers -----------------------------------------------------------------
 def _forgeries():
     real = _ptr(1 << 12)
