@@ -181,12 +181,15 @@ def test_threads_and_instruction_sets_never_change_a_result(form, soc):
             K._set_isa(isa)
             old = K._set_parallel_min(0)
             try:
-                for n in (1, 2, 3, 4):
-                    r = pc.conv_tbc_backward(dy, x, w, b, 1, soc=soc, deterministic=True, accumulation=form,
-                                             num_threads=n)
-                    outs.add(tuple(bits(o).tobytes() for o in r))
+                for bc in ((False, True) if isa == "avx512" else (None,)):   # the AVX-512 broadcast forms
+                    K.hooks.set(bcast_fma=bc)
+                    for n in (1, 2, 3, 4):
+                        r = pc.conv_tbc_backward(dy, x, w, b, 1, soc=soc, deterministic=True, accumulation=form,
+                                                 num_threads=n)
+                        outs.add(tuple(bits(o).tobytes() for o in r))
             finally:
                 K._set_parallel_min(old)
+                K.hooks.set(bcast_fma=None)
     finally:
         K._set_isa(None)
     assert len(outs) == 1

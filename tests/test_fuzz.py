@@ -592,6 +592,7 @@ def cann_property(d, stats=None):
     elif d.flag(0.2):
         _conv_tbc._set_isa(d.pick(ISAS))
     _conv_tbc.hooks.set(gi_rows=d.pick([4, 6]))       # the AVX2 cube kernels' row tiles: the same bits
+    _conv_tbc.hooks.set(bcast_fma=d.pick([None, False, True]))   # the AVX-512 cube kernels' broadcasts: the same
     os.environ["PYCONVTBC_NUM_THREADS"] = os.environ.get("PYCONVTBC_FUZZ_THREADS") or str(d.int(1, 4))
     pc.set_soc_version(sc["soc"])
     try:
@@ -645,7 +646,7 @@ def cann_property(d, stats=None):
     finally:
         _conv_tbc._set_parallel_min(old_par)
         _conv_tbc._set_isa(os.environ.get("PYCONVTBC_FUZZ_ISA") or None)
-        _conv_tbc.hooks.set(gi_rows=None)
+        _conv_tbc.hooks.set(gi_rows=None, bcast_fma=None)
         if old_env is None:
             os.environ.pop("PYCONVTBC_NUM_THREADS", None)
         else:

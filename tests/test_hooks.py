@@ -19,7 +19,7 @@ def test_defaults():
     assert set(DEFAULTS) == set(K.hooks.names)
     assert DEFAULTS["isa"] == K.isa_supported() and DEFAULTS["parallel_min"] == K.PARALLEL_MIN_FLOPS
     assert DEFAULTS["gw_pairs"] is True and DEFAULTS["phase_mask"] == 7 and len(DEFAULTS["blocking"]) == 6
-    assert DEFAULTS["gi_rows"] is None
+    assert DEFAULTS["gi_rows"] is None and DEFAULTS["bcast_fma"] is None
 
 
 def test_set_returns_the_old_values_and_none_restores_the_default():
@@ -55,6 +55,9 @@ def test_bad_values_change_nothing():
     for bad in (5, 0, True, "4"):
         with pytest.raises(ValueError, match="gi_rows"):
             K.hooks.set(gi_rows=bad, gw_pairs=False)
+    for bad in (1, 0, "yes"):
+        with pytest.raises(ValueError, match="bcast_fma"):
+            K.hooks.set(bcast_fma=bad, gw_pairs=False)
     assert K.hooks.get() == DEFAULTS
 
 
@@ -80,7 +83,7 @@ def test_a_call_reads_the_knobs_it_started_with():
     b = np.zeros(33, np.float32)
     ref = pc.conv_tbc_backward(dy, x, w, b, 1, num_threads=2, deterministic=True)
     blk = DEFAULTS["blocking"]
-    with K.hooks.override(isa="portable", parallel_min=0, gw_pairs=False, gi_rows=4,
+    with K.hooks.override(isa="portable", parallel_min=0, gw_pairs=False, gi_rows=4, bcast_fma=True,
                           blocking=(42, 32, None, 8, 32, 16)):
         got = pc.conv_tbc_backward(dy, x, w, b, 1, num_threads=2, deterministic=True)
     assert K.hooks.get()["blocking"] == blk

@@ -33,12 +33,14 @@ FWD_SHAPES = [(10, 3, 64, 32, 3, 1), (9, 4, 72, 45, 3, 1), (7, 2, 40, 20, 2, 1),
 
 
 def _each_isa_and_threads(call):
-    """call() on every instruction set (AVX2 with row tiles of 4 and of 6) and for 1 and 3 threads (parallel
-    threshold 0); all results."""
+    """call() on every instruction set (AVX2 with row tiles of 4 and of 6; AVX-512 with the broadcasts shared
+    and as each FMA's memory operand) and for 1 and 3 threads (parallel threshold 0); all results."""
     outs = []
     for isa in ISAS:
-        for rows in ((4, 6) if isa == "avx2" else (None,)):
-            with K.hooks.override(isa=isa, parallel_min=0, gi_rows=rows):
+        variants = ([{"gi_rows": r} for r in (4, 6)] if isa == "avx2" else
+                    [{"bcast_fma": v} for v in (False, True)] if isa == "avx512" else [{}])
+        for knobs in variants:
+            with K.hooks.override(isa=isa, parallel_min=0, **knobs):
                 for n in (1, 3):
                     outs.append(call(n))
     return outs

@@ -436,6 +436,20 @@ static inline void ct_gic_rows_256(int64_t i0, int64_t i1, int64_t n, const floa
 /* AVX-512, form CT_ACC_CUBE: the same operations in the same order as the AVX2 kernels above, on      */
 /* 16-lane vectors (32 registers hold 24 block sums and the operands)                               */
 /* ------------------------------------------------------------------------------------------------ */
+/* acc + broadcast(*a) * b: one fp32 FMA per lane.  BC = 1: the broadcast is the FMA's memory operand ({1to16});
+ * BC = 0: a vbroadcastss, which the compiler shares between the FMAs of a row that use the same value.  The
+ * result is the same.  On AMD's Zen 4 a separate broadcast competes with the cube form's block adds for an FP
+ * pipe.  Over L1-resident operands, this made the cube kernels take 1.04-1.07x the sequential ones' time.  With
+ * BC = 1 they took 0.99-1.01x.  Intel's cores broadcast on a load port, where BC = 0 needs fewer loads
+ * (ct_bcast_fma picks). */
+CT_I512 __m512 ct_fma_bc512(const int BC, const float *a, __m512 b, __m512 acc) {
+    if (BC) {
+        __asm__("vfmadd231ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*a), "v"(b));
+        return acc;
+    }
+    return _mm512_fmadd_ps(_mm512_set1_ps(*a), b, acc);
+}
+
 /* chains += block sums: cm[32*i + 16*v] += s[i][v] for M rows of NV vectors (the chains' L1 tile, 32 floats a row) */
 CT_I512 void ct_chains_add_512(const int M, const int NV, float *cm, __m512 s[12][2]) {
     _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
@@ -445,9 +459,9 @@ CT_I512 void ct_chains_add_512(const int M, const int NV, float *cm, __m512 s[12
 }
 
 /* gw: M (<= 8) ci x NV*16 (<= 32) co: 16 block sums in registers, chains in an L1 tile.  As ct_gwc_body_256. */
-CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *A, int64_t lda, const float *B,
-                             int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
-                             int64_t ldc, int cin, ct_gw_pf *F) {
+CT_I512 void ct_gwc_body_512(const int BC, const int M, const int NV, int64_t n, const float *A, int64_t lda,
+                             const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D,
+                             int64_t ldd, float *Cc, int64_t ldc, int cin, ct_gw_pf *F) {
     __m512 s[12][2];
     float cm[8 * 32] __attribute__((aligned(64)));
     __mmask16 m0 = ct_mask16(n), m1 = ct_mask16(n - 16 > 0 ? n - 16 : 0);
@@ -469,9 +483,8 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
             __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq), b1 = _mm512_setzero_ps();
             if (NV == 2) b1 = _mm512_maskz_loadu_ps(m1, Bq + 16);
             _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-                __m512 av = _mm512_set1_ps(Aq[i]);
-                s[i][0] = _mm512_fmadd_ps(av, b0, _mm512_setzero_ps());
-                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, _mm512_setzero_ps());
+                s[i][0] = ct_fma_bc512(BC, Aq + i, b0, _mm512_setzero_ps());
+                if (NV == 2) s[i][1] = ct_fma_bc512(BC, Aq + i, b1, _mm512_setzero_ps());
             }
             Aq += lda;
             Bq += ldb;
@@ -480,9 +493,8 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
             __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq), b1 = _mm512_setzero_ps();
             if (NV == 2) b1 = _mm512_maskz_loadu_ps(m1, Bq + 16);
             _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {
-                __m512 av = _mm512_set1_ps(Aq[i]);
-                s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
-                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+                s[i][0] = ct_fma_bc512(BC, Aq + i, b0, s[i][0]);
+                if (NV == 2) s[i][1] = ct_fma_bc512(BC, Aq + i, b1, s[i][1]);
             }
             Aq += lda;
             Bq += ldb;
@@ -509,24 +521,30 @@ CT_I512 void ct_gwc_body_512(const int M, const int NV, int64_t n, const float *
 }
 
 #define CT_GWC512(MM) \
-    case MM: { if (nv == 2) ct_gwc_body_512(MM, 2, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); \
-               else ct_gwc_body_512(MM, 1, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); } break;
+    case MM: { if (nv == 2) ct_gwc_body_512(BC, MM, 2, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); \
+               else ct_gwc_body_512(BC, MM, 1, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); } break;
 
-static CT_T512 void ct_gwc_ukr_512(int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
-                                   int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
-                                   int64_t ldc, int cin, ct_gw_pf *F) {
+CT_I512 void ct_gwc_ukr_bc512(const int BC, int64_t m, int64_t n, const float *A, int64_t lda, const float *B,
+                              int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                              int64_t ldc, int cin, ct_gw_pf *F) {
     int nv = n > 16 ? 2 : 1;                    /* m <= 8 ci (an X panel), n <= 32 co (a DY panel) */
     switch (m) {
         CT_GWC512(1) CT_GWC512(2) CT_GWC512(3) CT_GWC512(4) CT_GWC512(5) CT_GWC512(6) CT_GWC512(7) CT_GWC512(8)
         default: break;
     }
 }
+static CT_T512 void ct_gwc_ukr_512(int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
+                                   int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc,
+                                   int64_t ldc, int cin, ct_gw_pf *F) {
+    if (ct_bcast_fma()) ct_gwc_ukr_bc512(1, m, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F);
+    else ct_gwc_ukr_bc512(0, m, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F);
+}
 
 /* gw with at most 16 co (one vector): two X panels at once, 8 ci of A and M2 (<= 8) of A2 (rows lda2 apart),
  * so that 8 + M2 block sums hide the FMA latency (one panel's 8 sums leave no slack).  Row i < 8 of the tile
  * is A's ci i, row 8 + i A2's ci i; D and Cc rows as in ct_gwc_body_512 (the second panel's 8 rows further
  * on).  Same operations, same order as ct_gwc_body_512 for each element. */
-CT_I512 void ct_gwc_pair_body_512(const int M2, int64_t n, const float *A, int64_t lda, const float *A2,
+CT_I512 void ct_gwc_pair_body_512(const int BC, const int M2, int64_t n, const float *A, int64_t lda, const float *A2,
                                   int64_t lda2, const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0,
                                   float *D, int64_t ldd, float *Cc, int64_t ldc, int cin, ct_gw_pf *F) {
     const int M = 8 + M2;
@@ -544,7 +562,7 @@ CT_I512 void ct_gwc_pair_body_512(const int M2, int64_t n, const float *A, int64
         {
             __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq);
             _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
-                s[i] = _mm512_fmadd_ps(_mm512_set1_ps(i < 8 ? Aq[i] : A2q[i - 8]), b0, _mm512_setzero_ps());
+                s[i] = ct_fma_bc512(BC, i < 8 ? Aq + i : A2q + (i - 8), b0, _mm512_setzero_ps());
             Aq += lda;
             A2q += lda2;
             Bq += ldb;
@@ -552,7 +570,7 @@ CT_I512 void ct_gwc_pair_body_512(const int M2, int64_t n, const float *A, int64
         for (int64_t q = p + 1; q < e1; q++) {
             __m512 b0 = _mm512_maskz_loadu_ps(m0, Bq);
             _Pragma("GCC unroll 16") for (int i = 0; i < M; i++)
-                s[i] = _mm512_fmadd_ps(_mm512_set1_ps(i < 8 ? Aq[i] : A2q[i - 8]), b0, s[i]);
+                s[i] = ct_fma_bc512(BC, i < 8 ? Aq + i : A2q + (i - 8), b0, s[i]);
             Aq += lda;
             A2q += lda2;
             Bq += ldb;
@@ -574,15 +592,21 @@ CT_I512 void ct_gwc_pair_body_512(const int M2, int64_t n, const float *A, int64
 }
 
 #define CT_GWCP512(MM) \
-    case MM: ct_gwc_pair_body_512(MM, n, A, lda, A2, lda2, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); break;
-static CT_T512 void ct_gwc_pair_512(int64_t m2, int64_t n, const float *A, int64_t lda, const float *A2,
-                                    int64_t lda2, const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0,
-                                    float *D, int64_t ldd, float *Cc, int64_t ldc, int cin, ct_gw_pf *F) {
+    case MM: ct_gwc_pair_body_512(BC, MM, n, A, lda, A2, lda2, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F); break;
+CT_I512 void ct_gwc_pair_bc512(const int BC, int64_t m2, int64_t n, const float *A, int64_t lda, const float *A2,
+                               int64_t lda2, const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0,
+                               float *D, int64_t ldd, float *Cc, int64_t ldc, int cin, ct_gw_pf *F) {
     switch (m2) {
         CT_GWCP512(1) CT_GWCP512(2) CT_GWCP512(3) CT_GWCP512(4) CT_GWCP512(5) CT_GWCP512(6) CT_GWCP512(7)
         CT_GWCP512(8)
         default: break;
     }
+}
+static CT_T512 void ct_gwc_pair_512(int64_t m2, int64_t n, const float *A, int64_t lda, const float *A2,
+                                    int64_t lda2, const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0,
+                                    float *D, int64_t ldd, float *Cc, int64_t ldc, int cin, ct_gw_pf *F) {
+    if (ct_bcast_fma()) ct_gwc_pair_bc512(1, m2, n, A, lda, A2, lda2, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F);
+    else ct_gwc_pair_bc512(0, m2, n, A, lda, A2, lda2, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F);
 }
 #undef CT_GWCP512
 
@@ -679,7 +703,7 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
  * rows, so that 12 independent block sums hide the FMA latency.  The chains in registers; same operations,
  * same order as ct_gic_body_512. */
 #define CT_GICP1_M 12
-CT_I512 void ct_gic_passw_512(const int M, const int L, const int NV, const int W, int64_t nb, const float *A0,
+CT_I512 void ct_gic_passw_512(const int BC, const int M, const int L, const int NV, const int W, int64_t nb, const float *A0,
                               const int64_t *aoff, const float *Bb, int64_t ldb, __mmask16 m0, float *C,
                               int64_t ldc) {
     __m512 c[CT_GICP1_M][2], s[CT_GICP1_M][2];
@@ -701,18 +725,16 @@ CT_I512 void ct_gic_passw_512(const int M, const int L, const int NV, const int 
             __m512 b0 = NV == 2 ? _mm512_loadu_ps(Bb) : _mm512_maskz_loadu_ps(m0, Bb);
             __m512 b1 = NV == 2 ? _mm512_loadu_ps(Bb + 16) : _mm512_setzero_ps();
             _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
-                __m512 av = _mm512_set1_ps(Ar[i * W]);
-                s[i][0] = _mm512_fmadd_ps(av, b0, _mm512_setzero_ps());
-                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, _mm512_setzero_ps());
+                s[i][0] = ct_fma_bc512(BC, Ar + i * W, b0, _mm512_setzero_ps());
+                if (NV == 2) s[i][1] = ct_fma_bc512(BC, Ar + i * W, b1, _mm512_setzero_ps());
             }
         }
         _Pragma("GCC unroll 16") for (int l = 1; l < L; l++) {
             __m512 b0 = NV == 2 ? _mm512_loadu_ps(Bb + l * ld) : _mm512_maskz_loadu_ps(m0, Bb + l * ld);
             __m512 b1 = NV == 2 ? _mm512_loadu_ps(Bb + l * ld + 16) : _mm512_setzero_ps();
             _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
-                __m512 av = _mm512_set1_ps(Ar[i * W + l]);
-                s[i][0] = _mm512_fmadd_ps(av, b0, s[i][0]);
-                if (NV == 2) s[i][1] = _mm512_fmadd_ps(av, b1, s[i][1]);
+                s[i][0] = ct_fma_bc512(BC, Ar + i * W + l, b0, s[i][0]);
+                if (NV == 2) s[i][1] = ct_fma_bc512(BC, Ar + i * W + l, b1, s[i][1]);
             }
         }
         _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
@@ -732,19 +754,19 @@ CT_I512 void ct_gic_passw_512(const int M, const int L, const int NV, const int 
 
 /* rows [i0, i1) of one run of pass blocks (ct_gic_run) in tiles: NV = 2, CT_GIC512_M rows; NV = 1, 12, then
  * 8 and 4.  Returns the first row not done (the rest go to ct_gic_body_512). */
-CT_I512 int64_t ct_gic_passrows_512(const int NV, const int L, const int W, int64_t i0, int64_t i1, int64_t nb,
-                                    const float *DYp, int64_t rowoff, const int64_t *aoff, const float *Bb,
-                                    int64_t ldb, __mmask16 m0, float *C, int64_t ldc) {
+CT_I512 int64_t ct_gic_passrows_512(const int BC, const int NV, const int L, const int W, int64_t i0, int64_t i1,
+                                    int64_t nb, const float *DYp, int64_t rowoff, const int64_t *aoff,
+                                    const float *Bb, int64_t ldb, __mmask16 m0, float *C, int64_t ldc) {
     const int M = NV == 2 ? CT_GIC512_M : CT_GICP1_M;
     int64_t i = i0;
     for (; i + M <= i1; i += M)
-        ct_gic_passw_512(M, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
+        ct_gic_passw_512(BC, M, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
     if (NV == 1 && i + 8 <= i1) {
-        ct_gic_passw_512(8, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
+        ct_gic_passw_512(BC, 8, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
         i += 8;
     }
     if (NV == 1 && i + 4 <= i1) {
-        ct_gic_passw_512(4, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
+        ct_gic_passw_512(BC, 4, L, NV, W, nb, DYp + (i + rowoff) * W, aoff, Bb, ldb, m0, C + (i - i0) * ldc, ldc);
         i += 4;
     }
     return i;
@@ -754,7 +776,8 @@ CT_I512 int64_t ct_gic_passrows_512(const int NV, const int L, const int W, int6
     static CT_T512 __attribute__((noinline)) int64_t ct_gic_pr512_##NV##_##L##_##W( \
         int64_t i0, int64_t i1, int64_t nb, const float *DYp, int64_t rowoff, const int64_t *aoff, const float *Bb, \
         int64_t ldb, __mmask16 m0, float *C, int64_t ldc) { \
-        return ct_gic_passrows_512(NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc); }
+        if (ct_bcast_fma()) return ct_gic_passrows_512(1, NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc); \
+        return ct_gic_passrows_512(0, NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc); }
 CT_GICPR512(2, 8, 32) CT_GICPR512(2, 16, 32) CT_GICPR512(2, 8, 16) CT_GICPR512(2, 16, 16)
 CT_GICPR512(1, 8, 32) CT_GICPR512(1, 16, 32) CT_GICPR512(1, 8, 16) CT_GICPR512(1, 16, 16)
 #undef CT_GICPR512

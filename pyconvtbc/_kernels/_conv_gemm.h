@@ -46,6 +46,11 @@ static int ct_narrow_on = 1;   /* AVX-512 co-pair gw kernel for narrow channels 
 static int ct_gic256_rows = 0;
 static int ct_cpu_amd = 0;          /* set by ct_isa_supported (at import, before any kernel runs) */
 static inline int ct_gic256_m(void) { return ct_gic256_rows ? ct_gic256_rows : (ct_cpu_amd ? 4 : 6); }
+/* The AVX-512 cube kernels' broadcasts (_conv_cube.h, ct_fma_bc512): 0 (the default) picks by CPU, the broadcast
+ * as each FMA's memory operand on AMD, one vbroadcastss shared by the FMAs of a row elsewhere; 1 / -1 force
+ * the first / the second (a test hook).  No result depends on it. */
+static int ct_bcast_mode = 0;
+static inline int ct_bcast_fma(void) { return ct_bcast_mode ? ct_bcast_mode > 0 : ct_cpu_amd; }
 
 #define CT_PO 32          /* lanes of a DYp panel (co) and of a Wp panel (ci) */
 #define CT_PX 8           /* lanes of an Xp panel (ci) */

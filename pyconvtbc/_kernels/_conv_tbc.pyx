@@ -88,6 +88,7 @@ cdef extern from "_conv_gemm.h" nogil:
     int ct_gw_pairs_on
     int ct_narrow_on
     int ct_gic256_rows
+    int ct_bcast_mode
 
 
 cdef extern from "_conv_fwd.h" nogil:
@@ -152,6 +153,8 @@ def isa_supported():
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
 #   gi_rows       rows per tile of the AVX2 cube gradInput / forward kernels, 4 or 6 (None: by CPU, 4 on AMD and
 #                 6 elsewhere); the same bits either way
+#   bcast_fma     the AVX-512 cube kernels' broadcasts as each FMA's memory operand (True) or one shared
+#                 vbroadcastss a row (False) (None: by CPU, True on AMD); the same bits either way
 #   narrow        the narrow-channel "cube" kernels (_conv_narrow.h: Cin, Cout <= 8; the backward in ascend910b
 #                 order, the forward on every chip) (None: on); the same bits either way; the workspace layout
 #                 changes, so plan after setting it
@@ -177,7 +180,8 @@ def _check_blocking(int i, v):
 class _Hooks:
     """The kernels' test and profiling knobs (see above): ``get()``, ``set(**knobs)``, ``override(**knobs)``."""
 
-    names = ("isa", "parallel_min", "blocking", "gw_pairs", "gi_rows", "phase_mask", "stream_rows", "narrow")
+    names = ("isa", "parallel_min", "blocking", "gw_pairs", "gi_rows", "phase_mask", "stream_rows", "narrow",
+             "bcast_fma")
 
     def get(self):
         """The current value of every knob, as a dict."""
@@ -186,7 +190,8 @@ class _Hooks:
                 "gi_rows": None if ct_gic256_rows == 0 else ct_gic256_rows,
                 "phase_mask": _knobs.phase_mask,
                 "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force),
-                "narrow": bool(ct_narrow_on)}
+                "narrow": bool(ct_narrow_on),
+                "bcast_fma": None if ct_bcast_mode == 0 else ct_bcast_mode > 0}
 
     def set(self, **knobs):
         """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
@@ -219,8 +224,14 @@ class _Hooks:
         force = 0 if v is None else (-1 if v == 0 else int(v))
         v = knobs.get("narrow")
         narrow = 1 if v is None or v else 0
+        v = knobs.get("bcast_fma")
+        if v is not None and not isinstance(v, bool):
+            raise ValueError(f"bcast_fma must be None, True or False, got {v!r}")
+        bcast = 0 if v is None else (1 if v else -1)
         old = {k: v for k, v in self.get().items() if k in knobs}
-        global ct_gw_pairs_on, ct_gic256_rows, ct_win_force, ct_narrow_on
+        global ct_gw_pairs_on, ct_gic256_rows, ct_win_force, ct_narrow_on, ct_bcast_mode
+        if "bcast_fma" in knobs:
+            ct_bcast_mode = bcast
         if "narrow" in knobs:
             ct_narrow_on = narrow
         if "stream_rows" in knobs:
