@@ -719,8 +719,11 @@ CT_I512 void ct_gic_passw_512(const int BC, const int M, const int L, const int 
     for (int64_t jb = 0; jb < nb; jb++, Bb += L * ld) {
         const float *Ar = A0 + aoff[jb];
         /* the next row tile's DY rows of this block (from L3 or memory) into L2 while this tile computes: 1-3%
-         * off the cube gradInput and forward on a Zen 4 EPYC (32 KiB L1, 1 MiB L2) */
-        _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) _mm_prefetch((const char *)(Ar + (M + i) * W), _MM_HINT_T1);
+         * off the cube gradInput and forward on a Zen 4 EPYC (32 KiB L1, 1 MiB L2).  Measured on AMD only, so
+         * taken with the AMD broadcast form (BC) only; the Xeon's 2 MiB L2 mostly holds these rows already */
+        if (BC)
+            _Pragma("GCC unroll 12") for (int i = 0; i < M; i++)
+                _mm_prefetch((const char *)(Ar + (M + i) * W), _MM_HINT_T1);
         {
             __m512 b0 = NV == 2 ? _mm512_loadu_ps(Bb) : _mm512_maskz_loadu_ps(m0, Bb);
             __m512 b1 = NV == 2 ? _mm512_loadu_ps(Bb + 16) : _mm512_setzero_ps();
