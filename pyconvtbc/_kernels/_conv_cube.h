@@ -703,9 +703,9 @@ CT_I512 void ct_gic_body_512(const int M, const int NV, int64_t n, const float *
  * rows, so that 12 independent block sums hide the FMA latency.  The chains in registers; same operations,
  * same order as ct_gic_body_512. */
 #define CT_GICP1_M 12
-CT_I512 void ct_gic_passw_512(const int BC, const int M, const int L, const int NV, const int W, int64_t nb, const float *A0,
-                              const int64_t *aoff, const float *Bb, int64_t ldb, __mmask16 m0, float *C,
-                              int64_t ldc) {
+CT_I512 void ct_gic_passw_512(const int BC, const int M, const int L, const int NV, const int W, int64_t nb,
+                              const float *A0, const int64_t *aoff, const float *Bb, int64_t ldb, __mmask16 m0,
+                              float *C, int64_t ldc) {
     __m512 c[CT_GICP1_M][2], s[CT_GICP1_M][2];
     const int64_t ld = NV == 2 ? CT_PO : ldb;      /* a constant for the full panels */
     _Pragma("GCC unroll 12") for (int i = 0; i < M; i++) {
@@ -779,8 +779,9 @@ CT_I512 int64_t ct_gic_passrows_512(const int BC, const int NV, const int L, con
     static CT_T512 __attribute__((noinline)) int64_t ct_gic_pr512_##NV##_##L##_##W( \
         int64_t i0, int64_t i1, int64_t nb, const float *DYp, int64_t rowoff, const int64_t *aoff, const float *Bb, \
         int64_t ldb, __mmask16 m0, float *C, int64_t ldc) { \
-        if (ct_bcast_fma()) return ct_gic_passrows_512(1, NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc); \
-        return ct_gic_passrows_512(0, NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc); }
+        const int bc = ct_bcast_fma(); \
+        return bc ? ct_gic_passrows_512(1, NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc) \
+                  : ct_gic_passrows_512(0, NV, L, W, i0, i1, nb, DYp, rowoff, aoff, Bb, ldb, m0, C, ldc); }
 CT_GICPR512(2, 8, 32) CT_GICPR512(2, 16, 32) CT_GICPR512(2, 8, 16) CT_GICPR512(2, 16, 16)
 CT_GICPR512(1, 8, 32) CT_GICPR512(1, 16, 32) CT_GICPR512(1, 8, 16) CT_GICPR512(1, 16, 16)
 #undef CT_GICPR512
