@@ -7,10 +7,12 @@ Environment:
   PYCONVTBC_DISABLE_OPENMP=1   build the serial fallback even if the compiler has OpenMP
   PYCONVTBC_SANITIZE=address   build with AddressSanitizer (see docs/developer.md)
   PYCONVTBC_ONLY=a,b            build only these extension modules (developer convenience)
+  PYCONVTBC_BUILD_JOBS=N        compiler processes at once (default: one per usable CPU)
 
 Generated sources: every ``pyconvtbc/_kernels/*.pyx.tp`` (a Tempita template, Tempita ships with Cython) is
 rendered into the ``.pyx`` beside it before Cython runs; that ``.pyx`` is a build output (.gitignore).
 """
+import concurrent.futures
 import glob
 import os
 import shutil
@@ -78,7 +80,41 @@ def _compiler_has_openmp(compiler) -> bool:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _build_jobs() -> int:
+    """Compiler processes at once: $PYCONVTBC_BUILD_JOBS, else one per CPU this process may use."""
+    env = os.environ.get("PYCONVTBC_BUILD_JOBS", "")
+    if env.strip():
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _compile_in_parallel(compiler, jobs):
+    """Make compiler.compile run one compiler process per source, ``jobs`` at once (the objects keep the
+    sources' order).  An extension of several translation units (the kernel room's ISA files) then builds on
+    every core; extensions themselves build in parallel too (build_ext.parallel)."""
+    serial = compiler.compile
+
+    def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=0, extra_preargs=None,
+                extra_postargs=None, depends=None):
+        args = (output_dir, macros, include_dirs, debug, extra_preargs, extra_postargs, depends)
+        if jobs <= 1 or len(sources) <= 1:
+            return serial(sources, *args)
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            parts = list(pool.map(lambda src: serial([src], *args), sources))
+        return [obj for part in parts for obj in part]
+
+    compiler.compile = compile
+
+
 class BuildExt(build_ext):
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = _build_jobs()
+
     def build_extensions(self):
         dropped = _drop_unsafe_flags(self.compiler)
         if dropped:
@@ -111,6 +147,7 @@ class BuildExt(build_ext):
             same = False
         if not same:
             self.force = True
+        _compile_in_parallel(self.compiler, _build_jobs())
         super().build_extensions()
         os.makedirs(self.build_temp, exist_ok=True)
         with open(stamp, "w", encoding="utf-8") as f:
@@ -118,6 +155,9 @@ class BuildExt(build_ext):
 
 
 KERNELS = os.path.join("pyconvtbc", "_kernels")
+# The C translation units beside a module's .pyx: the kernel room's micro-kernel tables, one file per instruction
+# set (pyconvtbc/_kernels/_ukr_<isa>.c) and the selector; they compile in parallel (BuildExt).
+EXTRA_SOURCES = {"_conv_tbc": sorted(glob.glob(os.path.join(KERNELS, "_ukr_*.c")))}
 
 
 def _render_templates():
@@ -143,10 +183,11 @@ def _extensions():
         name = pyx[:-4].replace(os.sep, ".")
         if only and name.rsplit(".", 1)[-1] not in only:
             continue
+        mod = name.rsplit(".", 1)[-1]
         exts.append(
             Extension(
                 name,
-                [pyx],
+                [pyx] + EXTRA_SOURCES.get(mod, []),
                 include_dirs=[numpy.get_include(), KERNELS],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 # the C headers the kernels include (_fpround.h, _fptables.h, _codes.h, _conv_gemm.h, ...):

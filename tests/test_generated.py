@@ -82,7 +82,7 @@ def test_codes_are_defined_only_in_codes_header():
     enum, and _codes.pxd declares exactly the header's names."""
     names = set(_c_enums(_source("_codes.h")))
     for path in sorted(KERNELS.glob("*")):
-        if path.suffix in (".h", ".pyx", ".pxd", ".tp") and path.name != "_codes.h":
+        if path.suffix in (".h", ".c", ".pyx", ".pxd", ".tp") and path.name != "_codes.h" and path.name in KERNEL_SOURCES:
             assert not set(_c_enums(path.read_text(encoding="utf-8"))) & names, path.name
     declared = set(re.findall(r"^\s+(CT_\w+)\s*$", _source("_codes.pxd"), re.M))
     assert declared == names
@@ -95,8 +95,12 @@ BARE_LITERALS = [
 ]
 
 
-@pytest.mark.parametrize("name", ["_conv_gemm.h", "_conv_cube.h", "_conv_stream.h", "_conv_fwd.h", "_fpround.h", "_conv_tbc.pyx",
-                                  "_fpround.pxd", "_codecs.pyx.tp"])
+KERNEL_SOURCES = sorted(p.name for p in KERNELS.glob("*") if p.suffix in (".h", ".c", ".pyx", ".pxd", ".tp")
+                        and p.name not in ("_codes.h", "_fptables.h") and not p.name.endswith(("_codecs.pyx",))
+                        and not (p.suffix == ".c" and not p.name.startswith("_ukr")))
+
+
+@pytest.mark.parametrize("name", KERNEL_SOURCES)
 def test_no_bare_dtype_or_compute_literal_in_the_kernels(name):
     text = _source(name)
     code = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)            # C comments

@@ -28,7 +28,8 @@
 typedef struct {
     ct_plan u;                           /* the micro-kernels' view of the problem (above) */
     int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO;
-    int compute, hbits, hrnd, hif8_rnd, saturate, acc, pre, isa;
+    int compute, hbits, hrnd, hif8_rnd, saturate, acc, pre;
+    const ct_ukr *U;                     /* the micro-kernels (_ukr.h) */
     int64_t k0;
     ct_src x, w;
     const float *bias;                   /* Cout fp32 start values, or NULL (start at +0) */
@@ -49,10 +50,10 @@ typedef struct {
 } ct_fwd;
 
 /* Sizes, tasks and workspace.  acc: the form (_conv_cube.h); pre: the rounding of the sums before the cast
- * (CT_C_FP32 = none, CT_C_FP16, CT_C_BF16); isa: the code path the call will take (it picks the narrow
+ * (CT_C_FP32 = none, CT_C_FP16, CT_C_BF16); U: the micro-kernels the call will use (their block sizes pick the narrow
  * kernels or not).  Returns 0, or -1 for a bad or overflowing size. */
 static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                       int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, int isa) {
+                       int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, const ct_ukr *U) {
     int ok = 1;
     memset(F, 0, sizeof(*F));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 1 || pad < 0 || nthreads < 1) return -1;
@@ -101,7 +102,7 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
      * AVX2 only below 8 output channels: its 8 lanes along Cout are full at 8 (the general kernels were 1.10x
      * faster there; bench/narrow.py --op forward) */
     if (acc == CT_ACC_CUBE && prod && !F->win && ct_narrow_on && Cin <= CT_NW &&
-        Cout <= (isa == CT_ISA_AVX2 ? 4 : CT_NW) && B >= 8) {
+        Cout <= U->narrow_gi_max_cin && B >= 8) {
         F->narrow = 1;
         F->u.nlo = ct_up(F->RI, 16) + 16;            /* channel stride, as the backward's narrow packs */
         nx = ct_mul_ok(Cin, F->u.nlo, &ok);
@@ -128,10 +129,10 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     return 0;
 }
 
-/* After the sources, outputs, isa and workspace pointers are set: copy them into the micro-kernels' view. */
+/* After the sources, outputs, micro-kernel table and workspace pointers are set: copy them into the micro-kernels' view. */
 static void ct_fwd_bind(ct_fwd *F) {
     ct_plan *u = &F->u;
-    u->isa = F->isa;
+    u->U = F->U;
     u->compute = F->compute; u->hbits = F->hbits; u->hrnd = F->hrnd;
     u->DYp = F->Xp;
     u->DYc = F->Xp;
@@ -161,10 +162,10 @@ static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
             int64_t lo = ci - ci % F->k0;
             r = ct_wblk(lo, ct_min(F->Cin, lo + F->k0), F->K, k) + ci - lo;
         }
-        ct_decode_row(F->isa, row, F->w.s2, F->w.dt, wj, dst + r * wj);
-        if (cube) ct_round_row(F->isa, dst + r * wj, wj, rnd, F->hbits, F->hrnd);
+        F->U->decode_row(row, F->w.s2, F->w.dt, wj, dst + r * wj);
+        if (cube) F->U->round_row(dst + r * wj, wj, rnd, F->hbits, F->hrnd);
     }
-    if (!cube) ct_round_row(F->isa, dst, F->Cin * wj, rnd, F->hbits, F->hrnd);
+    if (!cube) F->U->round_row(dst, F->Cin * wj, rnd, F->hbits, F->hrnd);
 }
 
 /* streamed x, window w: the x rows [*ra, *rz) that output row blocks [w*w_rb, (w+1)*w_rb) read */
@@ -215,9 +216,9 @@ static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64
                         float *cj, int64_t ld) {
     const float *Bp0 = F->Wp + j0 * F->Cin;             /* tap 0, ci 0 of this co panel */
     int64_t shift = (k - F->pad) * F->B;
-    int64_t MR = ct_gi_mr(F->isa, wj);
+    int64_t MR = ct_gi_mr(F->U, wj);
     for (int64_t i = u; i < v; i += MR)
-        ct_gi_ukr(F->isa, ct_min(MR, v - i), wj, F->Xp, F->u.dy_ps, i + shift - F->u.dy_r0, 0, 1, 0, F->Cin, F->Cin,
+        F->U->gi_seq(ct_min(MR, v - i), wj, F->Xp, F->u.dy_ps, i + shift - F->u.dy_r0, 0, 1, 0, F->Cin, F->Cin,
                   Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
 }
 
@@ -254,14 +255,14 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                 if (ct_stop(&F->u)) return;                   /* (a panel is K*Cin deep: poll per panel) */
                 const float *Bp0 = F->Wp + j0 * F->Cin;       /* tap 0, ci 0 of this co panel */
                 /* taps outer, channels inner: the rows missing a tap take the taps they have, one at a time */
-                int64_t MR = ct_gi_mr(F->isa, wj);
+                int64_t MR = ct_gi_mr(F->U, wj);
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
                     for (int64_t k = 0; k < K && u < v; k++)
                         ct_fwd_rows(F, ct_max(u, CT_FW_LO(k)), ct_min(v, CT_FW_HI(k)), R0, j0, wj, k, cj, ld);
                 }
                 for (int64_t i = ia; i < ib; i += MR)
-                    ct_gi_ukr(F->isa, ct_min(MR, ib - i), wj, F->Xp, F->u.dy_ps, i - pad * B - F->u.dy_r0, B, K, 0, F->Cin, F->Cin,
+                    F->U->gi_seq(ct_min(MR, ib - i), wj, F->Xp, F->u.dy_ps, i - pad * B - F->u.dy_r0, B, K, 0, F->Cin, F->Cin,
                               Bp0, F->Cin * F->Cout, cj + (i - R0) * ld, ld);
                 continue;
             }
@@ -287,11 +288,11 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
     int64_t es = ct_dt_size(F->out_dt);
     int pre = ct_round_for(F->out_dt, F->pre);
     if (nc == ld && nc == F->Cout)
-        ct_store_row(F->isa, ch, (R1 - R0) * nc, F->out + R0 * F->Cout * es, F->out_dt, pre, F->hif8_rnd,
+        F->U->store_row(ch, (R1 - R0) * nc, F->out + R0 * F->Cout * es, F->out_dt, pre, F->hif8_rnd,
                      F->saturate);
     else
         for (int64_t r = R0; r < R1; r++)
-            ct_store_row(F->isa, ch + (r - R0) * ld, nc, F->out + (r * F->Cout + J0) * es, F->out_dt, pre,
+            F->U->store_row(ch + (r - R0) * ld, nc, F->out + (r * F->Cout + J0) * es, F->out_dt, pre,
                          F->hif8_rnd, F->saturate);
 }
 

@@ -1,6 +1,6 @@
 /* _conv_stream.h: streamed DY, for a packed DY too large to keep whole (ct_plan.win; ct_plan_init decides).
  *
- * Included by _conv_gemm.h; _conv_tbc.pyx's _execute_streamed runs the steps.  Instead of one packed copy of DY
+ * _conv_tbc.pyx's _execute_streamed runs the steps.  Instead of one packed copy of DY
  * (T_out*B*Cout floats, whatever DY's strides: a broadcast DY would be expanded), the workspace holds one window
  * of win_rows packed rows, refilled window after window:
  *   0. gb's partial sums straight from DY (ct_pack_dy with no DYp), X and W packed whole (as always);
@@ -16,6 +16,8 @@
  */
 #ifndef PYCONVTBC_CONV_STREAM_H
 #define PYCONVTBC_CONV_STREAM_H
+
+#include "_conv_pack.h"
 
 /* pack DY rows [r, r + n) (t-major) of panel q at buffer row r - dy_r0, rounded to C */
 static void ct_win_pack_rows(const ct_plan *P, int64_t q, int64_t r, int64_t n) {
@@ -83,7 +85,7 @@ static void ct_win2_pack(const ct_plan *P, int64_t task) {
     float *v = P->DYp + q * P->dy_ps * CT_PO + c * nt * wq;
     for (int64_t t = P->w_t0; t < P->w_t1; t++)
         ct_decode_rows(P, &P->dy, P->Cout, t * P->B + b, 1, co0, wq, v + (t - P->w_t0) * wq);
-    ct_round_row(P->isa, v, nt * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
+    P->U->round_row(v, nt * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
 }
 
 /* before pass 2: gw's sums start at +0 (gw itself when fp32 and in one piece, else the fp32 sums at pcb) */

@@ -32,6 +32,18 @@ from ._fpround cimport round_hf32, f32_to_f16_bits, f32_to_bf16_bits
 from ._codes cimport (CT_DT_F32, CT_DT_F16, CT_DT_BF16, CT_DT_HIF8, CT_DT_E4M3, CT_C_FP32, CT_C_FP16, CT_C_BF16,
                       CT_HIF8_TA, CT_ACC_SEQ, CT_ACC_CUBE, CT_ACC_WIDE, CT_ACC_RZ)
 
+cdef extern from "_ukr.h" nogil:
+    ctypedef struct ct_ukr:
+        const char *name
+        void (*decode_row)(const char *src, int64_t stride, int dt, int64_t n, float *out)
+        void (*round_row)(float *v, int64_t n, int compute, int hbits, int hrnd)
+        void (*store_row)(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat)
+    ctypedef struct ct_ukr_opts:
+        int gw_pairs, gi_rows, bcast
+    int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512, CT_ISA_N
+    int ct_isa_supported()
+    int ct_ukr_select(ct_ukr *U, int isa, const ct_ukr_opts *o)
+
 cdef extern from "_conv_gemm.h" nogil:
     ctypedef struct ct_src:
         const char *base
@@ -45,7 +57,7 @@ cdef extern from "_conv_gemm.h" nogil:
         char *gw
         char *gb
         int gi_dt, gw_dt, gb_dt
-        int isa
+        const ct_ukr *U
         int64_t off_dyp, off_xp, off_wp, off_gbp, off_cbuf, cbuf_stride, n_cbuf, total_floats, nthreads_max
         float *DYp
         float *Xp
@@ -65,16 +77,11 @@ cdef extern from "_conv_gemm.h" nogil:
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                     int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout, int isa)
-    int ct_isa_supported()
+                     int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout, const ct_ukr *U)
     void ct_pack_task(const ct_plan *P, int64_t task)
     void ct_comp_task(const ct_plan *P, int64_t task, float *cb)
     void ct_post_task(const ct_plan *P, int64_t task)
     void ct_finish_gb(const ct_plan *P)
-    # test hooks
-    void ct_decode_row(int isa, const char *src, int64_t stride, int dt, int64_t n, float *out)
-    void ct_round_row(int isa, float *v, int64_t n, int compute, int hbits, int hrnd)
-    void ct_store_row(int isa, const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat)
     int CT_ALIGN
     int64_t ct_blk[6]
     int64_t ct_win_force
@@ -84,18 +91,15 @@ cdef extern from "_conv_gemm.h" nogil:
     int64_t ct_win2_begin(ct_plan *P, int64_t w)
     void ct_win2_pack(const ct_plan *P, int64_t task)
     void ct_win_zero(const ct_plan *P)
-    int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512
-    int ct_gw_pairs_on
     int ct_narrow_on
-    int ct_gic256_rows
-    int ct_bcast_mode
 
 
 cdef extern from "_conv_fwd.h" nogil:
     ctypedef struct ct_fwd:
         ct_plan u
         int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO
-        int compute, hbits, hrnd, hif8_rnd, saturate, acc, pre, isa
+        int compute, hbits, hrnd, hif8_rnd, saturate, acc, pre
+        const ct_ukr *U
         ct_src x, w
         const float *bias
         char *out
@@ -107,7 +111,7 @@ cdef extern from "_conv_fwd.h" nogil:
         int win
         int64_t n_w, w_rb, n_rb, n_jb, n_pack_x
     int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                    int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, int isa)
+                    int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, const ct_ukr *U)
     void ct_fwd_bind(ct_fwd *F)
     void ct_fwd_pack_task(const ct_fwd *F, int64_t task)
     void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb)
@@ -118,6 +122,22 @@ cdef extern from "_conv_fwd.h" nogil:
 cnp.import_array()
 
 cdef int _isa_max = ct_isa_supported()
+
+# The micro-kernel table of each ISA this CPU runs (_ukr.h), rebuilt when a variant knob changes (hooks.set);
+# a call takes the one of _knobs.isa.
+cdef ct_ukr _tables[3]
+cdef ct_ukr_opts _ukr_opts = ct_ukr_opts(gw_pairs=1, gi_rows=0, bcast=0)
+
+
+cdef int _build_tables() except -1:
+    cdef int i
+    for i in range(_isa_max + 1):
+        if ct_ukr_select(&_tables[i], i, &_ukr_opts) != 0:
+            raise ImportError(f"pyconvtbc: no micro-kernels for ISA code {i} in this build")
+    return 0
+
+
+_build_tables()
 
 ISA_NAMES = {CT_ISA_PORTABLE: "portable", CT_ISA_AVX2: "avx2", CT_ISA_AVX512: "avx512"}
 _ISA_CODES = {name: code for code, name in ISA_NAMES.items()}
@@ -186,12 +206,12 @@ class _Hooks:
     def get(self):
         """The current value of every knob, as a dict."""
         return {"isa": ISA_NAMES[_knobs.isa], "parallel_min": _knobs.par_min,
-                "blocking": tuple(ct_blk[i] for i in range(6)), "gw_pairs": bool(ct_gw_pairs_on),
-                "gi_rows": None if ct_gic256_rows == 0 else ct_gic256_rows,
+                "blocking": tuple(ct_blk[i] for i in range(6)), "gw_pairs": bool(_ukr_opts.gw_pairs),
+                "gi_rows": None if _ukr_opts.gi_rows == 0 else _ukr_opts.gi_rows,
                 "phase_mask": _knobs.phase_mask,
                 "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force),
                 "narrow": bool(ct_narrow_on),
-                "bcast_fma": None if ct_bcast_mode == 0 else ct_bcast_mode > 0}
+                "bcast_fma": None if _ukr_opts.bcast == 0 else _ukr_opts.bcast > 0}
 
     def set(self, **knobs):
         """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
@@ -229,9 +249,9 @@ class _Hooks:
             raise ValueError(f"bcast_fma must be None, True or False, got {v!r}")
         bcast = 0 if v is None else (1 if v else -1)
         old = {k: v for k, v in self.get().items() if k in knobs}
-        global ct_gw_pairs_on, ct_gic256_rows, ct_win_force, ct_narrow_on, ct_bcast_mode
+        global ct_win_force, ct_narrow_on
         if "bcast_fma" in knobs:
-            ct_bcast_mode = bcast
+            _ukr_opts.bcast = bcast
         if "narrow" in knobs:
             ct_narrow_on = narrow
         if "stream_rows" in knobs:
@@ -244,11 +264,12 @@ class _Hooks:
             for i in range(6):
                 ct_blk[i] = blk[i]
         if "gw_pairs" in knobs:
-            ct_gw_pairs_on = pairs
+            _ukr_opts.gw_pairs = pairs
         if "gi_rows" in knobs:
-            ct_gic256_rows = gi_rows
+            _ukr_opts.gi_rows = gi_rows
         if "phase_mask" in knobs:
             _knobs.phase_mask = mask
+        _build_tables()
         return old
 
     @contextlib.contextmanager
@@ -324,7 +345,7 @@ cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, i
     cdef int gi_buf = gi_dt != CT_DT_F32 or compute == CT_C_FP16 or compute == CT_C_BF16
     cdef int gw_buf = gw_dt != CT_DT_F32
     if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout,
-                    _knobs.isa) != 0:
+                    &_tables[_knobs.isa]) != 0:
         raise ValueError(f"invalid or too large shape {tuple(shape)!r}")
     return 0
 
@@ -571,7 +592,7 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     cancel: None, or a writable int32 array of one element; setting it nonzero (from any thread) stops the
     call at the next task or row-chunk boundary, which then raises Cancelled."""
     cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
-    P.isa = knobs.isa
+    P.U = &_tables[knobs.isa]
     cdef float *fb = _workspace_base(base, size, P.total_floats)
     P.DYp = fb + P.off_dyp if (fb != NULL and P.off_xp > P.off_dyp) else NULL
     P.Xp = fb + P.off_xp if (fb != NULL and P.off_wp > P.off_xp) else NULL
@@ -729,7 +750,7 @@ cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
     if out_dt not in _FWD_OUT_DTYPES:
         raise ValueError(f"out: unsupported dtype code {out_dt}")
     if ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre,
-                   _knobs.isa) != 0:
+                   &_tables[_knobs.isa]) != 0:
         raise ValueError(f"invalid or too large forward problem: shape {tuple(shape)!r}, mode {tuple(mode)!r}")
     F.compute = compute
     F.hbits = hbits
@@ -790,7 +811,7 @@ cdef int _fwd_execute(ct_fwd *F, uintptr_t ws_ptr, int64_t ws_size, cancel) exce
     """Lay the forward's workspace out, then execute (GIL released).  F holds the sizes, mode, sources and
     output."""
     cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
-    F.isa = knobs.isa
+    F.U = &_tables[knobs.isa]
     cdef float *fb = _workspace_base(ws_ptr, ws_size, F.total_floats)
     F.Xp = fb + F.off_xp if (fb != NULL and F.off_wp > F.off_xp) else NULL
     F.Wp = fb + F.off_wp if (fb != NULL and F.off_cbuf > F.off_wp) else NULL
@@ -929,9 +950,9 @@ def _codec_rows(const float[::1] v, int compute, int hbits, int hrnd, str isa_na
     cdef uint16_t[::1] hv = h
     cdef uint16_t[::1] bv = b
     if n:
-        ct_round_row(which, &rv[0], n, compute, hbits, hrnd)
-        ct_store_row(which, &v[0], n, <char *>&hv[0], CT_DT_F16, CT_C_FP32, CT_HIF8_TA, 0)
-        ct_store_row(which, &v[0], n, <char *>&bv[0], CT_DT_BF16, CT_C_FP32, CT_HIF8_TA, 0)
+        _tables[which].round_row(&rv[0], n, compute, hbits, hrnd)
+        _tables[which].store_row(&v[0], n, <char *>&hv[0], CT_DT_F16, CT_C_FP32, CT_HIF8_TA, 0)
+        _tables[which].store_row(&v[0], n, <char *>&bv[0], CT_DT_BF16, CT_C_FP32, CT_HIF8_TA, 0)
     return r, h, b
 
 
@@ -943,7 +964,7 @@ def _decode_rows(const uint16_t[::1] h, int dt, str isa_name):
     out = np.empty(n, dtype=np.float32)
     cdef float[::1] ov = out
     if n:
-        ct_decode_row(which, <const char *>&h[0], 2, dt, n, &ov[0])
+        _tables[which].decode_row(<const char *>&h[0], 2, dt, n, &ov[0])
     return out
 
 
