@@ -40,7 +40,8 @@ cdef extern from "_ukr.h" nogil:
         void (*store_row)(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat)
     ctypedef struct ct_ukr_opts:
         int gw_pairs, gi_rows, bcast
-    int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512, CT_ISA_N
+    int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512, CT_ISA_NEON, CT_ISA_N
+    int ct_isa_runs(int isa)
     int ct_isa_supported()
     int ct_ukr_select(ct_ukr *U, int isa, const ct_ukr_opts *o)
 
@@ -122,24 +123,25 @@ cdef extern from "_conv_fwd.h" nogil:
 cnp.import_array()
 
 cdef int _isa_max = ct_isa_supported()
+_isa_ok = [bool(ct_isa_runs(i)) for i in range(CT_ISA_N)]      # the ISAs this CPU and build run
 
 # The micro-kernel table of each ISA this CPU runs (_ukr.h), rebuilt when a variant knob changes (hooks.set);
 # a call takes the one of _knobs.isa.
-cdef ct_ukr _tables[3]
+cdef ct_ukr _tables[4]
 cdef ct_ukr_opts _ukr_opts = ct_ukr_opts(gw_pairs=1, gi_rows=0, bcast=0)
 
 
 cdef int _build_tables() except -1:
     cdef int i
-    for i in range(_isa_max + 1):
-        if ct_ukr_select(&_tables[i], i, &_ukr_opts) != 0:
+    for i in range(CT_ISA_N):
+        if _isa_ok[i] and ct_ukr_select(&_tables[i], i, &_ukr_opts) != 0:
             raise ImportError(f"pyconvtbc: no micro-kernels for ISA code {i} in this build")
     return 0
 
 
 _build_tables()
 
-ISA_NAMES = {CT_ISA_PORTABLE: "portable", CT_ISA_AVX2: "avx2", CT_ISA_AVX512: "avx512"}
+ISA_NAMES = {CT_ISA_PORTABLE: "portable", CT_ISA_AVX2: "avx2", CT_ISA_AVX512: "avx512", CT_ISA_NEON: "neon"}
 _ISA_CODES = {name: code for code, name in ISA_NAMES.items()}
 
 # Below this much work (lane flops: 2*T_out*B*K*(Cin16*Cout + Cin*Cout16), channels rounded up to the 16
@@ -159,6 +161,11 @@ def isa():
 def isa_supported():
     """The best instruction set this CPU supports."""
     return ISA_NAMES[_isa_max]
+
+
+def isas():
+    """Every instruction set this CPU and build run (the hook ``isa`` takes any of them), portable first."""
+    return [ISA_NAMES[i] for i in range(CT_ISA_N) if _isa_ok[i]]
 
 
 # ---- test and profiling hooks ----------------------------------------------------------------------------
@@ -221,7 +228,7 @@ class _Hooks:
             raise TypeError(f"unknown kernel hook(s) {sorted(unknown)}; expected {self.names}")
         v = knobs.get("isa")
         isa_code = _isa_max if v is None else _ISA_CODES[v]
-        if isa_code > _isa_max:
+        if not _isa_ok[isa_code]:
             raise ValueError(f"this CPU does not support {v}")
         v = knobs.get("parallel_min")
         par_min = PARALLEL_MIN_FLOPS if v is None else float(v)
@@ -928,7 +935,7 @@ cdef inline void _stamp(int i) noexcept nogil:
 def _isa_index(str isa_name):
     """The code-path index of an instruction-set name; ValueError if this CPU lacks it (tests only)."""
     which = _ISA_CODES[isa_name]
-    if which > _isa_max:
+    if not _isa_ok[which]:
         raise ValueError(f"this CPU does not support {isa_name}")
     return which
 

@@ -18,7 +18,7 @@
 
 #include "_codes.h"
 
-enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2, CT_ISA_N = 3 };
+enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2, CT_ISA_NEON = 3, CT_ISA_N = 4 };
 
 /* ---- panel geometry shared by the drivers and the kernels (a property of the packed layouts, not of an ISA) ---- */
 #define CT_PO 32          /* lanes of a DYp panel (co) and of a Wp panel (ci) */
@@ -139,8 +139,11 @@ typedef struct ct_ukr {
 int ct_ukr_init_portable(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_avx2(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_avx512(ct_ukr *U, const ct_ukr_opts *o);
+int ct_ukr_init_neon(ct_ukr *U, const ct_ukr_opts *o);
 
-/* _ukr_select.c: the best ISA this CPU and build support (and whether the CPU is AMD's), and the table of an ISA */
+/* _ukr_select.c: whether this CPU and build run an ISA, the best of them (and whether the CPU is AMD's), and the
+ * table of an ISA */
+int ct_isa_runs(int isa);
 int ct_isa_supported(void);
 int ct_cpu_is_amd(void);
 int ct_ukr_select(ct_ukr *U, int isa, const ct_ukr_opts *o);

@@ -1,36 +1,39 @@
-/* _ukr_select.c: which instruction set this CPU and build can run, and its micro-kernel table (_ukr.h).
+/* _ukr_select.c: which instruction sets this CPU and build can run, and the micro-kernel table of each (_ukr.h).
  *
- * The only place in the kernel room that compares ISA codes: one row per ISA in ct_ukr_select.
+ * The only place in the kernel room that compares ISA codes: one row per ISA in ct_cpu_has and ct_ukr_select.
  */
 #include "_ukr.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(PYCONVTBC_NO_SIMD)
-#define CT_X86 1
-#else
-#define CT_X86 0
-#endif
-
 static int ct_amd = -1;
 
-int ct_cpu_is_amd(void) {
-    if (ct_amd < 0) ct_isa_supported();
-    return ct_amd;
+/* whether the CPU has the extensions an ISA's file is compiled for */
+static int ct_cpu_has(int isa) {
+    switch (isa) {
+        case CT_ISA_PORTABLE: return 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+        case CT_ISA_AVX2:
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        case CT_ISA_AVX512:
+            return ct_cpu_has(CT_ISA_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+#if defined(__aarch64__)
+        case CT_ISA_NEON: return 1;                 /* Advanced SIMD with FMA: every AArch64 CPU */
+#endif
+        default: return 0;
+    }
 }
 
-int ct_isa_supported(void) {
-    int best = CT_ISA_PORTABLE;
-#if CT_X86
-    __builtin_cpu_init();
-    ct_amd = __builtin_cpu_is("amd") ? 1 : 0;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        best = CT_ISA_AVX2;
-    if (best == CT_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-        best = CT_ISA_AVX512;
+int ct_cpu_is_amd(void) {
+    if (ct_amd < 0) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        ct_amd = __builtin_cpu_is("amd") ? 1 : 0;
 #else
-    ct_amd = 0;
+        ct_amd = 0;
 #endif
-    return best;
+    }
+    return ct_amd;
 }
 
 /* Fills *U with isa's table, the knobs resolved (0 = by CPU); -1 when this build has no such kernels. */
@@ -43,6 +46,23 @@ int ct_ukr_select(ct_ukr *U, int isa, const ct_ukr_opts *o) {
         case CT_ISA_PORTABLE: return ct_ukr_init_portable(U, &r);
         case CT_ISA_AVX2: return ct_ukr_init_avx2(U, &r);
         case CT_ISA_AVX512: return ct_ukr_init_avx512(U, &r);
+        case CT_ISA_NEON: return ct_ukr_init_neon(U, &r);
         default: return -1;
     }
+}
+
+/* 1 when this CPU and build run isa's kernels */
+int ct_isa_runs(int isa) {
+    ct_ukr U;
+    ct_ukr_opts o = {1, 0, 0};
+    if (isa < 0 || isa >= CT_ISA_N || !ct_cpu_has(isa)) return 0;
+    return ct_ukr_select(&U, isa, &o) == 0;
+}
+
+/* the fastest ISA that runs here */
+int ct_isa_supported(void) {
+    static const int pref[] = {CT_ISA_AVX512, CT_ISA_AVX2, CT_ISA_NEON};
+    for (int i = 0; i < (int)(sizeof(pref) / sizeof(pref[0])); i++)
+        if (ct_isa_runs(pref[i])) return pref[i];
+    return CT_ISA_PORTABLE;
 }
