@@ -39,7 +39,7 @@ static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
  * row i + rowoff for tap 0, tap k at + k*dk; row i's chains are at C + (i - i0)*ldc. */
 static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t n, int64_t rowoff, int64_t dk,
                                int64_t jb0, int64_t jb1, const float *Bp, float *C, int64_t ldc) {
-    P->U->gic_rows(P->acc, i0, i1, n, P->DYp, P->dy_ps, rowoff, dk, P->K, jb0, jb1, P->k0, P->Cout, Bp, C, ldc);
+    P->U->gic_rows(P->sm.acc, i0, i1, n, P->ws.DYp, P->ws.dy_ps, rowoff, dk, P->K, jb0, jb1, P->sm.k0, P->Cout, Bp, C, ldc);
 }
 
 /* Rows [u, v) of blocks [jb0, jb1) where some rows lack some taps (the sequence's first and last time steps).
@@ -90,17 +90,17 @@ static inline void ct_tile_add(float *dst, int64_t ldd, const float *src, int64_
 /* gi task (cube model): rows [R0, R1) x ci [J0, J1), rows r = t*B + b.  cb: the task's fp32 tile(s) in the
  * thread's buffer. */
 static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
-    int64_t rb = task / P->n_gi_jb, jbk = task % P->n_gi_jb;
+    int64_t rb = task / P->tk.n_gi_jb, jbk = task % P->tk.n_gi_jb;
     int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
     int64_t J0 = jbk * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
-    int64_t ld = P->gi_ld, rows = R1 - R0;
+    int64_t ld = P->tk.gi_ld, rows = R1 - R0;
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
     int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;
     /* ch: the chain; out: where finished segments are added (only with segments) */
     float *ch = cb, *out = NULL;
     int64_t lch = ld, lout = ld;
-    if (P->gi_seg > 0) {
-        out = cb + P->gi_tile;
+    if (P->sm.gi_seg > 0) {
+        out = cb + P->tk.gi_tile;
         if (direct) { out = (float *)P->gi + R0 * P->Cin + J0; lout = P->Cin; }
     } else if (direct) {
         ch = (float *)P->gi + R0 * P->Cin + J0;
@@ -108,21 +108,21 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
     }
     ct_tile_zero(ch, rows, nc, lch);
     if (out) ct_tile_zero(out, rows, nc, lout);
-    if (P->Wp && P->K > 0) {
-        int64_t K = P->K, nblk = ct_cdiv(P->Cout, P->k0) * K;
-        int64_t step = ct_gic_step(P->k0);                               /* blocks per pass (cache blocking) */
+    if (P->ws.Wp && P->K > 0) {
+        int64_t K = P->K, nblk = ct_cdiv(P->Cout, P->sm.k0) * K;
+        int64_t step = ct_gic_step(P->sm.k0);                               /* blocks per pass (cache blocking) */
         for (int64_t j0b = 0; j0b < nblk;) {
             int64_t j1b = ct_min(nblk, j0b + step);
-            if (P->gi_seg > 0) j1b = ct_min(j1b, (j0b / P->gi_seg + 1) * P->gi_seg);
+            if (P->sm.gi_seg > 0) j1b = ct_min(j1b, (j0b / P->sm.gi_seg + 1) * P->sm.gi_seg);
             /* rows where every tap is valid; row r reads DY row r + dyoff for tap 0, one time step (B rows) less
              * per tap */
-            int64_t B = P->B, dyoff = P->pad * B - P->dy_r0;
+            int64_t B = P->B, dyoff = P->pad * B - P->ws.dy_r0;
             int64_t ia = ct_max(R0, ct_max(0, K - 1 - P->pad) * B);
             int64_t ib = ct_min(R1, ct_min(P->T_in, P->T_out - P->pad) * B);
             if (ia >= ib) ia = ib = R1;
             for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
                 int64_t wj = ct_min(CT_PO, P->Cin - j0);
-                const float *Bp0 = P->Wp + j0 * P->K * P->Cout;        /* this ci panel, in block order */
+                const float *Bp0 = P->ws.Wp + j0 * P->K * P->Cout;        /* this ci panel, in block order */
                 float *cj = ch + (j0 - J0);
                 /* rows missing some taps: row t has taps t + pad - (T_out - 1) .. t + pad */
                 for (int side = 0; side < 2; side++) {
@@ -132,7 +132,7 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
                 }
                 if (ia < ib) ct_gic_rows(P, ia, ib, wj, dyoff, -B, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
             }
-            if (out && (j1b % P->gi_seg == 0 || j1b == nblk)) {   /* a segment ends: add it, start a new chain */
+            if (out && (j1b % P->sm.gi_seg == 0 || j1b == nblk)) {   /* a segment ends: add it, start a new chain */
                 ct_tile_add(out, lout, ch, lch, rows, nc);
                 ct_tile_zero(ch, rows, nc, lch);
             }
@@ -165,11 +165,11 @@ typedef struct {
 static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
                          int64_t U, int64_t stx, int64_t sty, int64_t ni, const int64_t *xbs, const int64_t *ybs,
                          float *ybuf, int64_t nn, const int64_t *nybs, int64_t nq0, int64_t nq1) {
-    int64_t k0b = P->k0, span = q1 - q0, yoff[CT_GW_ITEMS];
+    int64_t k0b = P->sm.k0, span = q1 - q0, yoff[CT_GW_ITEMS];
     for (int64_t j = 0; j < ni && ybuf; j++) yoff[j] = j * span - q0;   /* item j's rows in ybuf */
     for (int64_t co = T->C0; co < T->C1; co += CT_PO) {
         int64_t wq = ct_min(CT_PO, P->Cout - co);
-        const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO;
+        const float *Bq = P->ws.DYp + (co / CT_PO) * P->ws.dy_ps * CT_PO;
         /* item j's row u: Bq + (yr[j] + u*ys)*wq */
         const int64_t *yr = ybs;
         int64_t ys = sty;
@@ -185,7 +185,7 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
             F.q0 = F.u = last ? nq0 : q0;
             F.q1 = last ? nq1 : q1;
             F.wq = ct_min(CT_PO, P->Cout - cn);
-            F.pb = P->DYp + (cn / CT_PO) * P->dy_ps * CT_PO;
+            F.pb = P->ws.DYp + (cn / CT_PO) * P->ws.dy_ps * CT_PO;
             F.sty = sty;
             /* the chunk's DY rows (ybs[j] + u*sty), item after item, contiguous in ybuf: every k and ci panel
              * reads them */
@@ -223,10 +223,10 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
             int cin = a > ca, fin = z == cz || !T->cc;
             for (int64_t ci = T->I0; ci < T->I1; ci += CT_PX) {
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
-                const float *Xq = P->Xp + (ci / CT_PX) * P->RI * CT_PX;
+                const float *Xq = P->ws.Xp + (ci / CT_PX) * P->RI * CT_PX;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
                 /* at most 16 co: two full-or-last X panels to a call (where the table has the pair kernel) */
-                if (P->U->gwc_pair && P->acc == CT_ACC_CUBE && wq <= 16 && wi == CT_PX && ci + CT_PX < T->I1) {
+                if (P->U->gwc_pair && P->sm.acc == CT_ACC_CUBE && wq <= 16 && wi == CT_PX && ci + CT_PX < T->I1) {
                     int64_t wi2 = ct_min(CT_PX, P->Cin - ci - CT_PX);
                     const float *Xq2 = Xq + P->RI * CT_PX;
                     for (int64_t j = 0; j < ni; j++) {
@@ -241,7 +241,7 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
                     continue;
                 }
                 for (int64_t j = 0; j < ni; j++)
-                    P->U->gwc(P->acc, wi, wq, Xq + (xbs[j] + (a + (k - P->pad) * U) * stx) * wi, stx * wi,
+                    P->U->gwc(P->sm.acc, wi, wq, Xq + (xbs[j] + (a + (k - P->pad) * U) * stx) * wi, stx * wi,
                                Bq + (yr[j] + a * ys) * wq, ys * wq, z - a, first, k0b,
                               fin ? T->cb + kt * T->tile + o : NULL, T->ld,
                                T->cc ? T->cc + kt * T->tcc + (ci - T->I0) * T->lcc + (co - T->C0) : NULL, T->lcc,
@@ -255,19 +255,19 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
 static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     float *cbase = cb;                           /* the thread's buffer: task tile, then the chain tile */
     int64_t piece = 0;
-    if (P->gw_pieces > 1) { piece = task / P->n_gw1; task %= P->n_gw1; }
-    int64_t per_k = P->n_gw_ib * P->n_gw_ob;
+    if (P->sm.gw_pieces > 1) { piece = task / P->tk.n_gw1; task %= P->tk.n_gw1; }
+    int64_t per_k = P->tk.n_gw_ib * P->tk.n_gw_ob;
     int64_t kg = task / per_k, rem = task % per_k;
-    int64_t ib = rem / P->n_gw_ob, ob = rem % P->n_gw_ob;
+    int64_t ib = rem / P->tk.n_gw_ob, ob = rem % P->tk.n_gw_ob;
     ct_gw_tile T;
-    T.k0 = kg * P->gw_kg; T.G = ct_min(P->gw_kg, P->K - T.k0);
-    T.I0 = ib * P->gw_mc; T.I1 = ct_min(P->Cin, T.I0 + P->gw_mc);
-    T.C0 = ob * P->gw_nc; T.C1 = ct_min(P->Cout, T.C0 + P->gw_nc);
+    T.k0 = kg * P->tk.gw_kg; T.G = ct_min(P->tk.gw_kg, P->K - T.k0);
+    T.I0 = ib * P->tk.gw_mc; T.I1 = ct_min(P->Cin, T.I0 + P->tk.gw_mc);
+    T.C0 = ob * P->tk.gw_nc; T.C1 = ct_min(P->Cout, T.C0 + P->tk.gw_nc);
     int64_t nc = T.C1 - T.C0;
-    T.cb = cb; T.ld = P->gw_ld; T.tile = (T.I1 - T.I0) * T.ld;
+    T.cb = cb; T.ld = P->tk.gw_ld; T.tile = (T.I1 - T.I0) * T.ld;
     int direct = P->gw_dt == CT_DT_F32;
-    if (P->gw_pieces > 1 || (P->win && !direct)) {   /* this piece's sums (streamed: gw's fp32 sums), at pcb */
-        T.cb = P->pcb + piece * P->K * P->Cin * P->Cout + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
+    if (P->sm.gw_pieces > 1 || (P->st.win && !direct)) {   /* this piece's sums (streamed: gw's fp32 sums), at pcb */
+        T.cb = P->ws.pcb + piece * P->K * P->Cin * P->Cout + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
         T.ld = P->Cout;
         T.tile = P->Cin * P->Cout;
     } else if (direct) {
@@ -275,38 +275,38 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
         T.ld = P->Cout;
         T.tile = P->Cin * P->Cout;
     }
-    if (!P->win)                                 /* (streamed DY: zeroed once, before the first window) */
+    if (!P->st.win)                                 /* (streamed DY: zeroed once, before the first window) */
         for (int64_t kk = 0; kk < T.G; kk++) ct_tile_zero(T.cb + kk * T.tile, T.I1 - T.I0, nc, T.ld);
-    if (P->Xp) {
+    if (P->ws.Xp) {
         /* Chains are cut into chunks of CH rows (whole blocks) so that a chunk's rows stay in cache while every
          * (co, k, ci) of the task reads them. */
-        int64_t B = P->B, k0b = P->k0, CH = ct_max(1, CT_KCW / k0b) * k0b;
-        T.cc = P->cbuf ? cbase + P->gw_ctile_off : NULL;
-        T.lcc = P->gw_ld;
-        T.tcc = P->gw_mc * P->gw_ld;
-        if (P->win) {                            /* streamed DY: chains carried from window to window */
-            T.cc = P->gwc + piece * P->K * P->Cin * P->Cout + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
+        int64_t B = P->B, k0b = P->sm.k0, CH = ct_max(1, CT_KCW / k0b) * k0b;
+        T.cc = P->ws.cbuf ? cbase + P->ws.gw_ctile_off : NULL;
+        T.lcc = P->tk.gw_ld;
+        T.tcc = P->tk.gw_mc * P->tk.gw_ld;
+        if (P->st.win) {                            /* streamed DY: chains carried from window to window */
+            T.cc = P->ws.gwc + piece * P->K * P->Cin * P->Cout + (T.k0 * P->Cin + T.I0) * P->Cout + T.C0;
             T.lcc = P->Cout;
             T.tcc = P->Cin * P->Cout;
         }
-        if (P->layout == 0) {                    /* one chain per batch item, over t, in the order perm */
+        if (P->sm.layout == 0) {                    /* one chain per batch item, over t, in the order perm */
             /* streamed: the window's items [w_b0, w_b1) and t's [w_t0, w_t1), packed item after item */
-            int64_t bi0 = P->win ? P->w_b0 : 0, bi1 = P->win ? P->w_b1 : B;
-            int64_t ta = P->win ? P->w_t0 : 0, tz = P->win ? P->w_t1 : P->T_out;
+            int64_t bi0 = P->st.win ? P->st.w_b0 : 0, bi1 = P->st.win ? P->st.w_b1 : B;
+            int64_t ta = P->st.win ? P->st.w_t0 : 0, tz = P->st.win ? P->st.w_t1 : P->T_out;
             /* whole chains of at most half a chunk: several items to a chunk (ct_gwc_chunk) */
             int64_t ni = 1;
             if (ta == 0 && tz == P->T_out && tz > 0 && 2 * tz <= CH) ni = ct_min(CT_GW_ITEMS, CH / tz);
-            int64_t stx = P->bmajor ? 1 : B, sty = P->win ? 1 : B;
-            float *yv = P->bmajor && !P->win ? cbase + P->gw_ybuf_off : NULL;
+            int64_t stx = P->sm.bmajor ? 1 : B, sty = P->st.win ? 1 : B;
+            float *yv = P->sm.bmajor && !P->st.win ? cbase + P->ws.gw_ybuf_off : NULL;
             int64_t xbs[CT_GW_ITEMS], ybs[2][CT_GW_ITEMS], cur = 0;
             /* item bi's X base (b-major rows b*T_in + t when B > 1, else t) and DY base (t-major rows t*B + b,
              * copied chunk by chunk into ybuf when B > 1; the streamed window's item-major rows) */
-            #define CT_GW_ITEM(bi) (P->perm ? P->perm[bi] : (bi))      /* the item taken bi-th */
-            #define CT_GW_YB(bi) (P->win ? ((bi) - bi0) * (tz - ta) - ta : CT_GW_ITEM(bi))
+            #define CT_GW_ITEM(bi) (P->sm.perm ? P->sm.perm[bi] : (bi))      /* the item taken bi-th */
+            #define CT_GW_YB(bi) (P->st.win ? ((bi) - bi0) * (tz - ta) - ta : CT_GW_ITEM(bi))
             for (int64_t j = 0; j < ct_min(ni, bi1 - bi0); j++) ybs[cur][j] = CT_GW_YB(bi0 + j);
             for (int64_t bi = bi0; bi < bi1; bi += ni) {
                 int64_t nb = ct_min(ni, bi1 - bi), nx = ct_min(ni, bi1 - bi - nb);
-                for (int64_t j = 0; j < nb; j++) xbs[j] = CT_GW_ITEM(bi + j) * (P->bmajor ? P->T_in : 1);
+                for (int64_t j = 0; j < nb; j++) xbs[j] = CT_GW_ITEM(bi + j) * (P->sm.bmajor ? P->T_in : 1);
                 for (int64_t j = 0; j < nx; j++) ybs[!cur][j] = CT_GW_YB(bi + nb + j);
                 for (int64_t t0 = ta; t0 < tz; t0 += CH) {
                     if (ct_stop(P)) return;
@@ -327,21 +327,21 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
             #undef CT_GW_YB
             #undef CT_GW_ITEM
         } else {                                 /* positions t*B + b: this piece's segments, each a chain */
-            int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->gw_pieces;
+            int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->sm.gw_pieces;
             int64_t r0 = (piece * nB / Pn) * k0b, r1 = ct_min(P->RO, ((piece + 1) * nB / Pn) * k0b);
-            int64_t seg = P->gw_seg * k0b;                               /* rows per segment */
+            int64_t seg = P->sm.gw_seg * k0b;                               /* rows per segment */
             for (int64_t s0 = r0; s0 < r1; s0 += seg) {
                 int64_t s1 = ct_min(r1, s0 + seg);
-                int64_t qa = P->win ? ct_max(s0, P->w_r0) : s0, qz = P->win ? ct_min(s1, P->w_r1) : s1;
+                int64_t qa = P->st.win ? ct_max(s0, P->st.w_r0) : s0, qz = P->st.win ? ct_min(s1, P->st.w_r1) : s1;
                 for (int64_t q0 = qa; q0 < qz; q0 += CH) {
                     if (ct_stop(P)) return;
-                    int64_t zero = 0, ry = -P->dy_r0;
+                    int64_t zero = 0, ry = -P->ws.dy_r0;
                     ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 1, &zero, &ry, NULL, 0, NULL, 0, 0);
                 }
             }
         }
     }
-    if (direct || P->gw_pieces > 1 || P->win) return;    /* (cast by ct_tree_task) */
+    if (direct || P->sm.gw_pieces > 1 || P->st.win) return;    /* (cast by ct_tree_task) */
     int64_t es = ct_dt_size(P->gw_dt);
     for (int64_t kk = 0; kk < T.G; kk++) {
         int64_t k = T.k0 + kk;
@@ -357,8 +357,8 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
 static void ct_tree_task(const ct_plan *P, int64_t task) {
     int64_t total = P->K * P->Cin * P->Cout, e0 = task * CT_TREE_CHUNK, n = ct_min(CT_TREE_CHUNK, total - e0);
     float t[32][CT_TREE_CHUNK];
-    int64_t cnt = P->gw_pieces;
-    for (int64_t i = 0; i < cnt; i++) memcpy(t[i], P->pcb + i * total + e0, (size_t)n * 4);
+    int64_t cnt = P->sm.gw_pieces;
+    for (int64_t i = 0; i < cnt; i++) memcpy(t[i], P->ws.pcb + i * total + e0, (size_t)n * 4);
     while (cnt > 1) {
         int64_t h = cnt / 2;
         for (int64_t i = 0; i < h; i++)

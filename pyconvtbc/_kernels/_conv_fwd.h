@@ -6,7 +6,7 @@
  * like DY (channel panels of 32, rounded to the compute precision C), w like gradInput's weight panels (with the
  * roles of Cin and Cout swapped: no transpose), and the sums are made by the same micro-kernels (ct_gic_rows for
  * the cube forms, ct_gi_ukr for the sequential form) with the tap step +B instead of -B.  A ct_plan `u` holds
- * what those micro-kernels read (u.DYp = packed x, u.RO = its rows, u.Cout = the reduction's channel count Cin,
+ * what those micro-kernels read (u.ws.DYp = packed x, u.RO = its rows, u.Cout = the reduction's channel count Cin,
  * u.Cin = the output channels Cout, K, k0, the form, the instruction set).
  *
  * Order of each output element's sum (one task computes it; nothing depends on threads or instruction set):
@@ -17,7 +17,7 @@
  * The fp32 sums are then rounded to `pre` (FP16 / BF16 when C is; else none) and cast to out's dtype (FLOAT,
  * FLOAT16, BF16, or HiFloat8 with hif8_rnd / saturate).
  * Narrow channels (the cube form, Cin and Cout <= CT_NW (AVX2: Cout <= 4), B >= 8): gradInput's narrow kernels
- * make the same sums with their lanes along the output rows (u.gin_fwd: tap k reads x row t + k - pad; the
+ * make the same sums with their lanes along the output rows (u.nr.gin_fwd: tap k reads x row t + k - pad; the
  * chains start at the bias), from x packed channel-major; same operations, same order.
  */
 #ifndef PYCONVTBC_CONV_FWD_H
@@ -41,11 +41,11 @@ typedef struct {
     float *Xp, *Wp, *cbuf;
     /* streamed x (as gradInput's streamed DY, _conv_stream.h): when its packed copy would exceed CT_WIN_BYTES,
      * x is packed one window at a time: window w holds the x rows that output row blocks [w*w_rb, (w+1)*w_rb)
-     * read (win_rows at most; u.dy_ps rows per panel, u.dy_r0 its first row) */
+     * read (win_rows at most; u.ws.dy_ps rows per panel, u.ws.dy_r0 its first row) */
     int win;
     int64_t win_rows, w_rb, n_w;
     /* narrow channels ("cube", Cin and Cout <= CT_NW, B >= 8): gradInput's narrow kernels (_conv_narrow.h),
-     * lanes along 16 (AVX2: 8) output rows; x packed channel-major, Xp[ci][u.nlo] */
+     * lanes along 16 (AVX2: 8) output rows; x packed channel-major, Xp[ci][u.nr.nlo] */
     int narrow;
 } ct_fwd;
 
@@ -84,7 +84,7 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     F->cbuf_stride = tile;
     F->nthreads_max = F->n_comp > 0 ? ct_min(nthreads, F->n_comp) : 1;
     F->n_cbuf = tile > 0 && F->n_comp > 0 ? F->nthreads_max : 0;
-    F->u.dy_ps = F->RI;
+    F->u.ws.dy_ps = F->RI;
     if (prod && ct_win_force >= 0 && (ct_win_force > 0 || nx > CT_WIN_BYTES / 4)) {
         int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cin);
         int64_t halo = ct_mul_ok(K - 1, B, &ok);
@@ -92,7 +92,7 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
         int64_t rows = ct_min(F->RI, ct_min(w_rb, F->n_rb) * CT_MCI + halo);
         if (ok && rows < F->RI) {
             F->win = 1;
-            F->win_rows = F->u.dy_ps = rows;
+            F->win_rows = F->u.ws.dy_ps = rows;
             F->w_rb = w_rb;
             F->n_w = ct_cdiv(F->n_rb, w_rb);
             nx = ct_mul_ok(rows, Cin, &ok);
@@ -104,8 +104,8 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     if (acc == CT_ACC_CUBE && prod && !F->win && ct_narrow_on && Cin <= CT_NW &&
         Cout <= U->narrow_gi_max_cin && B >= 8) {
         F->narrow = 1;
-        F->u.nlo = ct_up(F->RI, 16) + 16;            /* channel stride, as the backward's narrow packs */
-        nx = ct_mul_ok(Cin, F->u.nlo, &ok);
+        F->u.nr.nlo = ct_up(F->RI, 16) + 16;            /* channel stride, as the backward's narrow packs */
+        nx = ct_mul_ok(Cin, F->u.nr.nlo, &ok);
         F->n_pack_x = ct_cdiv(F->RI, CT_PR);
         F->n_pack = F->n_pack_x + F->n_pack_w;
         F->n_comp = ct_cdiv(F->RO, CT_NR);
@@ -124,8 +124,8 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     u->T_in = T_in; u->B = B; u->K = K; u->pad = pad; u->T_out = F->T_out;
     u->RI = F->RO; u->RO = F->RI;        /* sums over the packed x rows, one per output row */
     u->Cout = Cin; u->Cin = Cout;        /* reduction channels; output channels */
-    u->acc = acc; u->k0 = k0; u->layout = 0;
-    u->gin_fwd = 1;
+    u->sm.acc = acc; u->sm.k0 = k0; u->sm.layout = 0;
+    u->nr.gin_fwd = 1;
     return 0;
 }
 
@@ -134,10 +134,10 @@ static void ct_fwd_bind(ct_fwd *F) {
     ct_plan *u = &F->u;
     u->U = F->U;
     u->compute = F->compute; u->hbits = F->hbits; u->hrnd = F->hrnd;
-    u->DYp = F->Xp;
-    u->DYc = F->Xp;
-    u->Wp = F->Wp;
-    u->gin_start = F->bias;
+    u->ws.DYp = F->Xp;
+    u->ws.DYc = F->Xp;
+    u->ws.Wp = F->Wp;
+    u->nr.gin_start = F->bias;
 }
 
 /* pack x: rows [r0, r1) of channel panel q into Xp[q][row][wq], rounded to C */
@@ -177,12 +177,12 @@ static void ct_fwd_win_rows(const ct_fwd *F, int64_t w, int64_t *ra, int64_t *rz
     if (*ra > *rz) *ra = *rz;
 }
 
-/* window w: sets u.dy_r0; returns its pack tasks (CT_PR rows x panel); its compute tasks are
+/* window w: sets u.ws.dy_r0; returns its pack tasks (CT_PR rows x panel); its compute tasks are
  * [w*w_rb*n_jb, min(n_rb, (w+1)*w_rb)*n_jb) */
 static int64_t ct_fwd_win_begin(ct_fwd *F, int64_t w) {
     int64_t ra, rz;
     ct_fwd_win_rows(F, w, &ra, &rz);
-    F->u.dy_r0 = ra;
+    F->u.ws.dy_r0 = ra;
     return ct_cdiv(rz - ra, CT_PR) * F->nxq;
 }
 
@@ -192,13 +192,13 @@ static void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task) {
     ct_fwd_win_rows(F, w, &ra, &rz);
     int64_t c = task / F->nxq, q = task % F->nxq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
     int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
-    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->u.dy_ps * CT_PO + (r0 - ra) * wq);
+    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->u.ws.dy_ps * CT_PO + (r0 - ra) * wq);
 }
 
-/* narrow channels: rows [r0, r1) of x, every channel, into Xp[ci][u.nlo], rounded to C */
+/* narrow channels: rows [r0, r1) of x, every channel, into Xp[ci][u.nr.nlo], rounded to C */
 static void ct_fwd_nar_pack_x(const ct_fwd *F, int64_t task) {
     int64_t r0 = task * CT_PR;
-    ct_nar_pack_src(&F->u, &F->x, F->T_in, F->Cin, r0, ct_min(F->RI, r0 + CT_PR), F->Xp, F->u.nlo);
+    ct_nar_pack_src(&F->u, &F->x, F->T_in, F->Cin, r0, ct_min(F->RI, r0 + CT_PR), F->Xp, F->u.nr.nlo);
 }
 
 static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
@@ -218,7 +218,7 @@ static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64
     int64_t shift = (k - F->pad) * F->B;
     int64_t MR = ct_gi_mr(F->U, wj);
     for (int64_t i = u; i < v; i += MR)
-        F->U->gi_seq(ct_min(MR, v - i), wj, F->Xp, F->u.dy_ps, i + shift - F->u.dy_r0, 0, 1, 0, F->Cin, F->Cin,
+        F->U->gi_seq(ct_min(MR, v - i), wj, F->Xp, F->u.ws.dy_ps, i + shift - F->u.ws.dy_r0, 0, 1, 0, F->Cin, F->Cin,
                   Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
 }
 
@@ -262,7 +262,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                         ct_fwd_rows(F, ct_max(u, CT_FW_LO(k)), ct_min(v, CT_FW_HI(k)), R0, j0, wj, k, cj, ld);
                 }
                 for (int64_t i = ia; i < ib; i += MR)
-                    F->U->gi_seq(ct_min(MR, ib - i), wj, F->Xp, F->u.dy_ps, i - pad * B - F->u.dy_r0, B, K, 0, F->Cin, F->Cin,
+                    F->U->gi_seq(ct_min(MR, ib - i), wj, F->Xp, F->u.ws.dy_ps, i - pad * B - F->u.ws.dy_r0, B, K, 0, F->Cin, F->Cin,
                               Bp0, F->Cin * F->Cout, cj + (i - R0) * ld, ld);
                 continue;
             }
@@ -275,10 +275,10 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                 /* rows missing some taps: output row t has taps pad - t .. T_in + pad - 1 - t */
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
-                    ct_gic_edge(&F->u, u, v, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, -1, pad, F->T_in + pad - 1,
+                    ct_gic_edge(&F->u, u, v, wj, -pad * B - F->u.ws.dy_r0, B, j0b, j1b, -1, pad, F->T_in + pad - 1,
                                 Bc, cj + (u - R0) * ld, ld);
                 }
-                if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B - F->u.dy_r0, B, j0b, j1b, Bc, cj + (ia - R0) * ld, ld);
+                if (ia < ib) ct_gic_rows(&F->u, ia, ib, wj, -pad * B - F->u.ws.dy_r0, B, j0b, j1b, Bc, cj + (ia - R0) * ld, ld);
             }
         }
         #undef CT_FW_LO

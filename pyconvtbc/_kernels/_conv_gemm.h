@@ -26,21 +26,21 @@
 
 static void ct_pack_task(const ct_plan *P, int64_t task) {
     if (ct_stop(P)) return;
-    if (P->narrow && task < P->n_pack_dy) {
+    if (P->nr.narrow && task < P->tk.n_pack_dy) {
         ct_nar_pack_dy(P, task);
         return;
     }
-    if (task < P->n_pack_dy) {
+    if (task < P->tk.n_pack_dy) {
         ct_pack_dy(P, task);
-        if (P->narrow_gi) {              /* (one DY panel: task = its row chunk) */
+        if (P->nr.narrow_gi) {              /* (one DY panel: task = its row chunk) */
             int64_t r0 = task * CT_PR;
-            ct_nar_pack_src(P, &P->dy, P->T_out, P->Cout, r0, ct_min(P->RO, r0 + CT_PR), (float *)P->DYc, P->nlo);
+            ct_nar_pack_src(P, &P->dy, P->T_out, P->Cout, r0, ct_min(P->RO, r0 + CT_PR), (float *)P->ws.DYc, P->nr.nlo);
         }
         return;
     }
-    task -= P->n_pack_dy;
-    if (task < P->n_pack_x) { ct_pack_x(P, task); return; }
-    task -= P->n_pack_x;
+    task -= P->tk.n_pack_dy;
+    if (task < P->tk.n_pack_x) { ct_pack_x(P, task); return; }
+    task -= P->tk.n_pack_x;
     ct_pack_w(P, task);
 }
 
@@ -52,23 +52,23 @@ static void ct_pack_task(const ct_plan *P, int64_t task) {
  * changes a result: each output element belongs to one task) */
 static void ct_comp_task(const ct_plan *P, int64_t task, float *cb) {
     if (ct_stop(P)) return;
-    if (P->narrow) {
-        if (task < P->n_gw) ct_gwn_task(P, task, cb);
-        else ct_gin_task(P, task - P->n_gw, cb);
-    } else if (P->acc == CT_ACC_SEQ) {
-        if (task < P->n_gw) ct_gw_task(P, task, cb);
-        else ct_gi_task(P, task - P->n_gw, cb);
+    if (P->nr.narrow) {
+        if (task < P->tk.n_gw) ct_gwn_task(P, task, cb);
+        else ct_gin_task(P, task - P->tk.n_gw, cb);
+    } else if (P->sm.acc == CT_ACC_SEQ) {
+        if (task < P->tk.n_gw) ct_gw_task(P, task, cb);
+        else ct_gi_task(P, task - P->tk.n_gw, cb);
     } else {
-        if (task < P->n_gw) ct_gwc_task(P, task, cb);
-        else if (P->narrow_gi) ct_gin_task(P, task - P->n_gw, cb);
-        else ct_gic_task(P, task - P->n_gw, cb);
+        if (task < P->tk.n_gw) ct_gwc_task(P, task, cb);
+        else if (P->nr.narrow_gi) ct_gin_task(P, task - P->tk.n_gw, cb);
+        else ct_gic_task(P, task - P->tk.n_gw, cb);
     }
 }
 
 /* after every compute task: the pairwise trees of the gw pieces (layout 1) */
 static void ct_post_task(const ct_plan *P, int64_t task) {
     if (ct_stop(P)) return;
-    if (P->narrow) ct_gwn_finish(P, task);
+    if (P->nr.narrow) ct_gwn_finish(P, task);
     else ct_tree_task(P, task);
 }
 
@@ -79,8 +79,8 @@ static void ct_finish_gb(const ct_plan *P) {
     for (int64_t c0 = 0; c0 < P->Cout; c0 += 256) {
         int64_t n = ct_min(256, P->Cout - c0);
         for (int64_t j = 0; j < n; j++) acc[j] = 0.0f;
-        for (int64_t ch = 0; ch < P->n_gb_parts; ch++) {
-            const float *g = P->gbp + ch * P->Cout + c0;
+        for (int64_t ch = 0; ch < P->tk.n_gb_parts; ch++) {
+            const float *g = P->ws.gbp + ch * P->Cout + c0;
             for (int64_t j = 0; j < n; j++) acc[j] += g[j];
         }
         P->U->store_row(acc, n, P->gb + c0 * es, P->gb_dt, CT_C_FP32, CT_HIF8_TA, 0);

@@ -1,5 +1,5 @@
 /* _conv_narrow.h: the "cube" form for narrow channels (Cin, Cout <= CT_NW), ascend910b / ascend910 order (and
- * gradInput on ascend950, whose gradInput order is the same: P->narrow_gi).
+ * gradInput on ascend950, whose gradInput order is the same: P->nr.narrow_gi).
  *
  * With a few channels the cube kernels, whose vector lanes run
  * along the channels, leave most lanes idle (2 of 16 at C = 2): the per-item gradWeight chains and the
@@ -7,7 +7,7 @@
  *   gradWeight: lanes = batch items b (an item block of CT_NB; a task runs one or more blocks).  Item b's chain
  *     for (k, ci, co) is the model's: blocks of k0 t's aligned at t = 0 (t's whose X row lies outside the
  *     sequence skipped), each block an fp32 FMA chain from +0, added into the chain (started at +0) with one
- *     fp32 add.  The chains are stored at P->pcb, [item block][k][ci][co][CT_NB], and a post task adds them into
+ *     fp32 add.  The chains are stored at P->ws.pcb, [item block][k][ci][co][CT_NB], and a post task adds them into
  *     the output (from +0) in the order perm (b order when NULL), one fp32 add each.
  *   gradInput: lanes = rows r = t*B + b.  Row r's chain over the blocks (g, k) (channel group g of k0 outer,
  *     tap k inner, taps whose DY row lies outside the sequence skipped: a masked add), each block an FMA chain
@@ -59,7 +59,7 @@ static void ct_nar_pack_dy(const ct_plan *P, int64_t task) {
     int64_t step = ct_max(CT_GBR, CT_NAR_TMP / ct_max(1, C) / CT_GBR * CT_GBR);
     int dense = ct_src_dense(&P->dy, P->T_out, P->B, C);
     float tmp[CT_NAR_TMP];
-    float *gout = P->gbp + (task * (CT_PR / CT_GBR)) * C;
+    float *gout = P->ws.gbp + (task * (CT_PR / CT_GBR)) * C;
     for (int64_t rr = r0; rr < r1; rr += step) {
         int64_t nr = ct_min(step, r1 - rr);
         const float *v = dense ? (const float *)(uintptr_t)P->dy.base + rr * C : tmp;
@@ -67,7 +67,7 @@ static void ct_nar_pack_dy(const ct_plan *P, int64_t task) {
             for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
                 ct_decode_rows(P, &P->dy, C, r2, ct_min(CT_RB, rr + nr - r2), 0, C, tmp + (r2 - rr) * C);
         P->U->gb_partials(v, nr, C, gout + ((rr - r0) / CT_GBR) * C, C);   /* before the rounding */
-        ct_nar_rows(P, &P->dy, dense, C, rr, nr, v, P->DYp, P->nlo);
+        ct_nar_rows(P, &P->dy, dense, C, rr, nr, v, P->ws.DYp, P->nr.nlo);
     }
 }
 
@@ -109,16 +109,16 @@ static void ct_gwn_pack_x(const ct_plan *P, int64_t b0, int64_t nb, int64_t xa, 
 }
 
 /* gw item block blk: items [b0, b0 + CT_NB), every (k, ci, co) chain of them, in the block's own region of
- * P->pcb (chain e = (k*Cin + ci)*Cout + co of item b0 + l at pcb[blk*nw*CT_NB + e*CT_NB + l]).  The chains run
+ * P->ws.pcb (chain e = (k*Cin + ci)*Cout + co of item b0 + l at pcb[blk*nw*CT_NB + e*CT_NB + l]).  The chains run
  * through t in chunks of whole blocks (about 32 t's); the x rows of a chunk's items are copied into xb (the
- * thread's buffer: [ci][P->nli], CT_NB floats a row), where they stay in L1 while every tap and tile reads them.
+ * thread's buffer: [ci][P->nr.nli], CT_NB floats a row), where they stay in L1 while every tap and tile reads them.
  * Only DY's rows come from the shared panel. */
 static void ct_gwn_block(const ct_plan *P, int64_t blk, float *xb) {
     int64_t B = P->B, b0 = blk * CT_NB, nb = ct_min(CT_NB, B - b0), Cin = P->Cin, Cout = P->Cout, K = P->K;
-    int64_t TC = ct_gwn_tc(P->k0), nw = K * Cin * Cout, ldx = P->nli;
-    float *D0 = P->pcb + blk * nw * CT_NB;
+    int64_t TC = ct_gwn_tc(P->sm.k0), nw = K * Cin * Cout, ldx = P->nr.nli;
+    float *D0 = P->ws.pcb + blk * nw * CT_NB;
     memset(D0, 0, (size_t)(nw * CT_NB) * 4);
-    const float *Y = P->DYp + b0;
+    const float *Y = P->ws.DYp + b0;
     int64_t mw = P->U->gwn_mw, mh = P->U->gwn_mh;   /* co and ci per register tile */
     for (int64_t T0 = 0; T0 < P->T_out; T0 += TC) {
         if (ct_stop(P)) return;
@@ -134,9 +134,9 @@ static void ct_gwn_block(const ct_plan *P, int64_t blk, float *xb) {
                 int64_t mi = ct_min(mh, Cin - ci);
                 for (int64_t co = 0; co < Cout; co += mw) {
                     int64_t mo = ct_min(mw, Cout - co);
-                    const float *Xi = xb + ci * ldx, *Yj = Y + co * P->nlo;
+                    const float *Xi = xb + ci * ldx, *Yj = Y + co * P->nr.nlo;
                     float *Dij = D0 + ((k * Cin + ci) * Cout + co) * CT_NB;
-                    P->U->gwn(mi, mo, Xi, xo, CT_NB, ldx, Yj, P->nlo, B, ta, tz, P->k0, nb, Dij, Cout * CT_NB,
+                    P->U->gwn(mi, mo, Xi, xo, CT_NB, ldx, Yj, P->nr.nlo, B, ta, tz, P->sm.k0, nb, Dij, Cout * CT_NB,
                               CT_NB);
                 }
             }
@@ -146,17 +146,17 @@ static void ct_gwn_block(const ct_plan *P, int64_t blk, float *xb) {
 
 /* gw task: item blocks task, task + n_gw, ... */
 static void ct_gwn_task(const ct_plan *P, int64_t task, float *xb) {
-    for (int64_t j = task; j < ct_cdiv(P->B, CT_NB); j += P->n_gw) ct_gwn_block(P, j, xb);
+    for (int64_t j = task; j < ct_cdiv(P->B, CT_NB); j += P->tk.n_gw) ct_gwn_block(P, j, xb);
 }
 /* post task: gw elements [e0, e0 + CT_TREE_CHUNK): the B item chains added into +0 in the order perm, then cast */
 static void ct_gwn_finish(const ct_plan *P, int64_t task) {
     int64_t total = P->K * P->Cin * P->Cout, e0 = task * CT_TREE_CHUNK, n = ct_min(CT_TREE_CHUNK, total - e0);
     float acc[CT_TREE_CHUNK];
     for (int64_t e = 0; e < n; e++) {
-        const float *ch = P->pcb + (e0 + e) * CT_NB;
+        const float *ch = P->ws.pcb + (e0 + e) * CT_NB;
         float s = 0.0f;
         for (int64_t bi = 0; bi < P->B; bi++) {
-            int64_t b = P->perm ? P->perm[bi] : bi;
+            int64_t b = P->sm.perm ? P->sm.perm[bi] : bi;
             s = s + ch[(b / CT_NB) * total * CT_NB + b % CT_NB];
         }
         acc[e] = s;
@@ -178,8 +178,8 @@ static void ct_gwn_finish(const ct_plan *P, int64_t task) {
 static void ct_gin_rows_out(const ct_plan *P, int64_t R0, int64_t rows, float *cb, char *out, int dt, int pre,
                             int hif8_rnd, int sat) {
     int64_t C = P->Cin;
-    ct_nar_gi G = {P->Wp, P->DYc, P->gin_start, P->T_in, P->T_out, P->B, P->Cin, P->Cout, P->K, P->pad, P->k0,
-                   P->nlo, P->gin_fwd};
+    ct_nar_gi G = {P->ws.Wp, P->ws.DYc, P->nr.gin_start, P->T_in, P->T_out, P->B, P->Cin, P->Cout, P->K, P->pad, P->sm.k0,
+                   P->nr.nlo, P->nr.gin_fwd};
     P->U->gin(&G, R0, rows, cb, CT_NR);
     int direct = dt == CT_DT_F32 && pre == CT_C_FP32;
     float *res = direct ? (float *)out + R0 * C : cb + C * CT_NR;

@@ -41,17 +41,17 @@ static void ct_pack_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t r
 /* gb partial sums (see ct_gb_partials), one scalar chain per channel and partial */
 
 static void ct_pack_dy(const ct_plan *P, int64_t task) {
-    int64_t chunk = task / P->nq, q = task % P->nq;
+    int64_t chunk = task / P->tk.nq, q = task % P->tk.nq;
     int64_t r0 = chunk * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR);
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
-    float *gout = P->gbp + (chunk * (CT_PR / CT_GBR)) * P->Cout + co0;
-    if (P->dy_direct) {                                          /* the panel is the caller's DY: gb only */
-        P->U->gb_partials(P->DYp + r0 * wq, r1 - r0, wq, gout, P->Cout);
+    float *gout = P->ws.gbp + (chunk * (CT_PR / CT_GBR)) * P->Cout + co0;
+    if (P->ws.dy_direct) {                                          /* the panel is the caller's DY: gb only */
+        P->U->gb_partials(P->ws.DYp + r0 * wq, r1 - r0, wq, gout, P->Cout);
         return;
     }
-    if (P->DYp) {
+    if (P->ws.DYp) {
         /* the panel rows [r0, r1) are contiguous [rows][wq]: decode straight into them, sum, then round */
-        float *v = P->DYp + q * P->RO * CT_PO + r0 * wq;
+        float *v = P->ws.DYp + q * P->RO * CT_PO + r0 * wq;
         for (int64_t rr = r0; rr < r1; rr += CT_RB)
             ct_decode_rows(P, &P->dy, P->Cout, rr, ct_min(CT_RB, r1 - rr), co0, wq, v + (rr - r0) * wq);
         P->U->gb_partials(v, r1 - r0, wq, gout, P->Cout);
@@ -68,25 +68,25 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
 }
 
 static void ct_pack_x(const ct_plan *P, int64_t task) {
-    int64_t chunk = task / P->n_xg, g = task % P->n_xg;
+    int64_t chunk = task / P->tk.n_xg, g = task % P->tk.n_xg;
     int64_t r0 = chunk * CT_PR, r1 = ct_min(P->RI, r0 + CT_PR);
-    int64_t p0 = g * CT_XG, p1 = ct_min(P->nxp, p0 + CT_XG);
+    int64_t p0 = g * CT_XG, p1 = ct_min(P->tk.nxp, p0 + CT_XG);
     int64_t ci0 = p0 * CT_PX, ci1 = ct_min(P->Cin, p1 * CT_PX), n = ci1 - ci0;
     float tmp[CT_RB * CT_XG * CT_PX];
     for (int64_t rr = r0; rr < r1; rr += CT_RB) {
         int64_t nr = ct_min(CT_RB, r1 - rr);
-        if (p1 - p0 == 1 && !P->bmajor) {   /* one panel: its rows [rr, rr+nr) are contiguous [nr][n] */
-            float *v = P->Xp + p0 * P->RI * CT_PX + rr * n;
+        if (p1 - p0 == 1 && !P->sm.bmajor) {   /* one panel: its rows [rr, rr+nr) are contiguous [nr][n] */
+            float *v = P->ws.Xp + p0 * P->RI * CT_PX + rr * n;
             ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, v);
             P->U->round_row(v, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
             continue;
         }
-        if (P->bmajor) {
+        if (P->sm.bmajor) {
             /* b-major panels are filled in their own row order: row b*T_in + t is source row t*B + b, so that
              * every panel is written sequentially (scattering the source rows instead wrote B streams a panel).
              * A single panel is filled in place, and narrow fp32 rows are copied with one vector each: a decode
              * call per row of a few channels cost more than the rest of a small call */
-            float *d = p1 - p0 == 1 ? P->Xp + p0 * P->RI * CT_PX + rr * n : tmp;
+            float *d = p1 - p0 == 1 ? P->ws.Xp + p0 * P->RI * CT_PX + rr * n : tmp;
             int64_t b = rr / P->T_in, t = rr - b * P->T_in;
             const char *base = P->x.base + ci0 * P->x.s2;
             if (P->x.dt == CT_DT_F32 && P->x.s2 == 4 && n <= 16) {
@@ -105,7 +105,7 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
         }
         for (int64_t p = p0; p < p1; p++) {
             int64_t wi = ct_min(CT_PX, P->Cin - p * CT_PX);
-            float *d = P->Xp + p * P->RI * CT_PX + rr * wi;
+            float *d = P->ws.Xp + p * P->RI * CT_PX + rr * wi;
             const float *s = tmp + (p - p0) * CT_PX;
             if (wi == CT_PX)
                 for (int64_t i = 0; i < nr; i++) memcpy(d + i * CT_PX, s + i * n, CT_PX * 4);
@@ -119,10 +119,10 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
  * (along co) and the writes (along j) are sequential.  Cube forms: panel cp at Wp + 32cp*K*Cout, its rows in
  * block order (ct_wblk). */
 static void ct_pack_w(const ct_plan *P, int64_t task) {
-    int64_t k = task / P->nwp, cp = task % P->nwp;
+    int64_t k = task / P->tk.nwp, cp = task % P->tk.nwp;
     int64_t ci0 = cp * CT_PO, wj = ct_min(CT_PO, P->Cin - ci0);
-    int cube = P->acc != CT_ACC_SEQ;
-    float *dst = cube ? P->Wp + ci0 * P->K * P->Cout : P->Wp + k * P->Cin * P->Cout + ci0 * P->Cout;
+    int cube = P->sm.acc != CT_ACC_SEQ;
+    float *dst = cube ? P->ws.Wp + ci0 * P->K * P->Cout : P->ws.Wp + k * P->Cin * P->Cout + ci0 * P->Cout;
     float v[CT_PO * 64];
     for (int64_t c0 = 0; c0 < P->Cout; c0 += 64) {
         int64_t n = ct_min(64, P->Cout - c0);
@@ -134,8 +134,8 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
         for (int64_t c = 0; c < n; c++) {
             int64_t co = c0 + c, row = co;
             if (cube) {
-                int64_t lo = co - co % P->k0;
-                row = ct_wblk(lo, ct_min(P->Cout, lo + P->k0), P->K, k) + co - lo;
+                int64_t lo = co - co % P->sm.k0;
+                row = ct_wblk(lo, ct_min(P->Cout, lo + P->sm.k0), P->K, k) + co - lo;
             }
             for (int64_t j = 0; j < wj; j++) dst[row * wj + j] = v[j * 64 + c];
         }

@@ -55,6 +55,73 @@ typedef struct {
     int dt;
 } ct_src;
 
+/* tasks and their tiles (ct_plan_init) */
+typedef struct {
+    int64_t nq, nxp, nwp;                 /* panels: DY co-panels, X ci-panels(8), W ci-panels(32) */
+    int64_t n_dy_chunks, n_x_chunks, n_xg, n_gb_parts;
+    int64_t n_pack_dy, n_pack_x, n_pack_w, n_pack;
+    int64_t n_gi_rb, n_gi_jb, n_gi, n_gw_ib, n_gw_ob, n_gw, n_comp;
+    int64_t n_gw1;                        /* gw tasks per piece (ascend950) */
+    int64_t n_post;                       /* post tasks: pairwise trees of the pieces, or the narrow item sums */
+    int64_t nthreads_max;                 /* threads the workspace was laid out for (<= compute tasks) */
+    int64_t gi_ld, gw_ld;                 /* leading dims of the task tiles in cbuf */
+    int64_t gi_tile;                      /* floats of one gi tile in cbuf (two with gi segments) */
+    int64_t gw_kg;                        /* k per gw task */
+    int64_t gw_nkr;                       /* k per register pass of the gw micro-kernel (narrow channels) */
+    int64_t gw_mc, gw_nc;                 /* ci and co per gw task */
+} ct_tasks;
+
+/* the workspace: regions (float offsets from the aligned base) and the pointers bound to them by the caller */
+typedef struct {
+    int64_t off_dyp, off_dyc, off_xp, off_wp, off_gbp, off_cbuf, cbuf_stride, n_cbuf, total_floats;
+    int64_t off_pcb;                      /* piece sums (P x K*Cin*Cout floats), or the narrow per-item chains */
+    int64_t off_gwc;                      /* streamed cube forms: the gw chain values carried between windows */
+    int64_t gw_ctile_off;                 /* floats from a thread's cbuf to its gw chain tile (cube forms) */
+    /* bmajor: floats from a thread's cbuf to its copy of one item's DY rows (a row chunk of one co panel), which
+     * gradWeight's per-item chains read instead of the t-major rows B rows apart */
+    int64_t gw_ybuf_off;
+    float *DYp, *Xp, *Wp, *gbp, *cbuf, *pcb, *gwc;
+    /* DYc: the channel-major DY the narrow gradInput kernels read (DYp on the narrow path, the copy at off_dyc
+     * with narrow_gi, the forward's x) */
+    const float *DYc;
+    /* DYp's geometry: rows per panel (panel q starts at DYp + q*dy_ps*CT_PO) and the DY row at its row 0 (t-major
+     * rows; RO and 0 unless DY is streamed) */
+    int64_t dy_ps, dy_r0;
+    int dy_direct, x_direct;              /* DYp / Xp point at the caller's operand itself (ct_plan_direct) */
+} ct_wspace;
+
+/* the accumulation model (_conv_cube.h): form, block size k0, order layout (0 ascend910b/910, 1 ascend950) */
+typedef struct {
+    int acc, layout;
+    int64_t k0;
+    const int64_t *perm;                  /* layout 0: the order the B per-item chains are added in (NULL: b order) */
+    int64_t gw_pieces, gw_seg, gi_seg;    /* layout 1: gw pieces P, gw / gi segment lengths in blocks (0: none) */
+    int bmajor;                           /* Xp rows in b-major order: row b*T_in + t (layout 0 cube forms, B > 1) */
+} ct_sums;
+
+/* Streamed DY (ct_plan_init decides; _conv_stream.h runs it): DY is packed one window of rows at a time instead of
+ * whole, in two passes.  win_rows: the window's capacity (rows); pass 1 (gi): w1_rb gi row blocks per window, n_w1
+ * windows; pass 2 (gw): n_w2 windows of w2_rows chain rows (layout-0 cube forms: w2_items whole items per window,
+ * or windows of w2_rows t's within an item).  The fp32 gw sums live in gw itself when it is fp32, else (pieces x
+ * gw floats) at pcb; the cube forms' chain values at gwc. */
+typedef struct {
+    int win;
+    int64_t win_rows, w1_rb, n_w1, w2_rows, w2_items, n_w2;
+    int64_t w_r0, w_r1, w_b0, w_b1, w_t0, w_t1;   /* pass 2: the current window (set by the driver) */
+} ct_stream;
+
+/* Narrow channels (_conv_narrow.h): DYp channel-major, no Xp, the per-item gw chains at pcb.  narrow_gi: ascend950
+ * (layout 1) "cube" with narrow channels: gradInput's order is ascend910b's, so its narrow kernels run it, on a
+ * channel-major copy of DY at off_dyc (stride nlo) beside the row-major panels that gradWeight's order reads.
+ * The narrow gradInput kernels run the forward too (_conv_fwd.h): gin_fwd = 1 reads DYp's row t + k - pad for tap
+ * k (the forward's x; rows t < T_out whose row is in [0, T_in)) instead of t + pad - k; the chains start at
+ * gin_start[c] (the forward's bias; NULL: +0). */
+typedef struct {
+    int narrow, narrow_gi, gin_fwd;
+    int64_t nlo, nli;                     /* the channel strides of DYp and of a gw task's x rows */
+    const float *gin_start;
+} ct_narrowing;
+
 typedef struct {
     /* problem */
     int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO;
@@ -63,61 +130,11 @@ typedef struct {
     char *gi, *gw, *gb;
     int gi_dt, gw_dt, gb_dt;
     const ct_ukr *U;                      /* the micro-kernels (_ukr.h) */
-    /* workspace layout (float offsets from the aligned base) */
-    int64_t off_dyp, off_xp, off_wp, off_gbp, off_cbuf, cbuf_stride, n_cbuf, total_floats;
-    float *DYp, *Xp, *Wp, *gbp, *cbuf;
-    /* tasks */
-    int64_t nq, nxp, nwp;                 /* panels: DY co-panels, X ci-panels(8), W ci-panels(32) */
-    int64_t n_dy_chunks, n_x_chunks, n_xg, n_gb_parts;
-    int64_t n_pack_dy, n_pack_x, n_pack_w, n_pack;
-    int64_t n_gi_rb, n_gi_jb, n_gi, n_gw_ib, n_gw_ob, n_gw, n_comp;
-    int64_t gi_ld, gw_ld;                 /* leading dims of the task tiles in cbuf */
-    int64_t gw_kg;                        /* k per gw task */
-    int64_t gw_nkr;                       /* k per register pass of the gw micro-kernel (narrow channels) */
-    int64_t gw_mc, gw_nc;                 /* ci and co per gw task */
-    int64_t nthreads_max;                 /* threads the workspace was laid out for (<= compute tasks) */
-    int dy_direct, x_direct;              /* DYp / Xp point at the caller's operand itself (ct_plan_direct) */
-    /* accumulation model (_conv_cube.h): form, block size k0, order layout (0 ascend910b/910, 1 ascend950) */
-    int acc, layout;
-    int64_t k0;
-    const int64_t *perm;                  /* layout 0: the order the B per-item chains are added in (NULL: b order) */
-    int64_t gw_pieces, gw_seg, gi_seg;    /* layout 1: gw pieces P, gw / gi segment lengths in blocks (0: none) */
-    int64_t n_gw1;                        /* gw tasks per piece */
-    int64_t gi_tile;                      /* floats of one gi tile in cbuf (two with gi segments) */
-    int64_t off_pcb, n_post;              /* piece sums (P x K*Cin*Cout floats); pairwise-tree tasks */
-    float *pcb;
-    int bmajor;                           /* Xp rows in b-major order: row b*T_in + t (layout 0 cube forms, B > 1) */
-    int64_t gw_ctile_off;                 /* floats from a thread's cbuf to its gw chain tile (cube forms) */
-    /* DYp's geometry: rows per panel (panel q starts at DYp + q*dy_ps*CT_PO) and the DY row at its row 0 (t-major
-     * rows; RO and 0 unless DY is streamed) */
-    int64_t dy_ps, dy_r0;
-    /* Streamed DY (ct_plan_init decides; _conv_stream.h runs it): DY is packed one window of rows at a time
-     * instead of whole, in two passes.  win_rows: the window's capacity (rows); pass 1 (gi): w1_rb gi row blocks
-     * per window, n_w1 windows; pass 2 (gw): n_w2 windows of w2_rows chain rows (layout-0 cube forms: w2_items
-     * whole items per window, or windows of w2_rows t's within an item).  gwa: the fp32 gw accumulator (gw
-     * itself when it is fp32, else pieces x gw floats at pcb); gwc: the cube forms' chain values (pieces x gw). */
-    int win;
-    int64_t win_rows, w1_rb, n_w1, w2_rows, w2_items, n_w2, off_gwc;
-    float *gwc;
-    int64_t w_r0, w_r1, w_b0, w_b1, w_t0, w_t1;   /* pass 2: the current window (set by the driver) */
-    /* bmajor: floats from a thread's cbuf to its copy of one item's DY rows (a row chunk of one co panel), which
-     * gradWeight's per-item chains read instead of the t-major rows B rows apart */
-    int64_t gw_ybuf_off;
-    /* narrow channels (_conv_narrow.h): DYp channel-major, no Xp, the per-item gw chains at pcb */
-    int narrow;
-    int64_t nlo, nli;                     /* narrow: the channel strides of DYp and of a gw task's x rows */
-    /* narrow_gi: ascend950 (layout 1) "cube" with narrow channels: gradInput's order is ascend910b's, so its
-     * narrow kernels run it, on a channel-major copy of DY at off_dyc (stride nlo) beside the row-major panels
-     * that gradWeight's order reads.  DYc: the channel-major DY the narrow gradInput kernels read (DYp on the
-     * narrow path, the copy with narrow_gi, the forward's x). */
-    int narrow_gi;
-    int64_t off_dyc;
-    const float *DYc;
-    /* the narrow gradInput kernels run the forward too (_conv_fwd.h): gin_fwd = 1 reads DYp's row t + k - pad
-     * for tap k (the forward's x; rows t < T_out whose row is in [0, T_in)) instead of t + pad - k; the chains
-     * start at gin_start[c] (the forward's bias; NULL: +0) */
-    int gin_fwd;
-    const float *gin_start;
+    ct_tasks tk;
+    ct_wspace ws;
+    ct_sums sm;
+    ct_stream st;
+    ct_narrowing nr;
     /* interruption: poll(poll_ctx) != 0 means stop (the caller was interrupted); tasks then return early and
      * the outputs are left partly written.  NULL: never stop. */
     int (*poll)(void *);
@@ -144,10 +161,10 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     memset(P, 0, sizeof(*P));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0 || nthreads < 1) return -1;
     if (acc < CT_ACC_SEQ || acc > CT_ACC_RZ || (acc != CT_ACC_SEQ && (k0 < 1 || k0 > 64 || layout < 0 || layout > 1))) return -1;
-    P->acc = acc; P->k0 = k0 > 0 ? k0 : 1; P->layout = layout;
+    P->sm.acc = acc; P->sm.k0 = k0 > 0 ? k0 : 1; P->sm.layout = layout;
     /* the per-item gradWeight chains of layout 0 read the rows of one b: keep X's contiguous, and copy DY's (the
      * t-major rows of one b are B rows apart: power-of-two strides then alias in L1) */
-    P->bmajor = acc != CT_ACC_SEQ && layout == 0 && B > 1;
+    P->sm.bmajor = acc != CT_ACC_SEQ && layout == 0 && B > 1;
     P->T_in = T_in; P->B = B; P->Cin = Cin; P->Cout = Cout; P->K = K; P->pad = pad;
     P->T_out = T_in + 2 * pad - K + 1;
     if (P->T_out < 0) return -1;
@@ -157,24 +174,24 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     int64_t nx = ct_mul_ok(P->RI, Cin, &ok);
     int64_t nw = ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok);
     if (!ok) return -1;
-    P->nq = ct_cdiv(Cout, CT_PO);
-    P->nxp = ct_cdiv(Cin, CT_PX);
-    P->nwp = ct_cdiv(Cin, CT_PO);
-    P->n_dy_chunks = Cout > 0 ? ct_cdiv(P->RO, CT_PR) : 0;
-    P->n_x_chunks = ct_cdiv(P->RI, CT_PR);
-    P->n_xg = ct_cdiv(P->nxp, CT_XG);
+    P->tk.nq = ct_cdiv(Cout, CT_PO);
+    P->tk.nxp = ct_cdiv(Cin, CT_PX);
+    P->tk.nwp = ct_cdiv(Cin, CT_PO);
+    P->tk.n_dy_chunks = Cout > 0 ? ct_cdiv(P->RO, CT_PR) : 0;
+    P->tk.n_x_chunks = ct_cdiv(P->RI, CT_PR);
+    P->tk.n_xg = ct_cdiv(P->tk.nxp, CT_XG);
     /* packs are needed only where the products are: with no product, gi/gw are zeros */
     int64_t prod = (P->RI > 0 && Cin > 0 && Cout > 0 && K > 0 && P->RO > 0);
-    P->n_pack_dy = P->n_dy_chunks * P->nq;          /* always: gb needs the sums */
-    P->n_pack_x = prod ? P->n_x_chunks * P->n_xg : 0;
-    P->n_pack_w = prod ? K * P->nwp : 0;
-    P->n_pack = P->n_pack_dy + P->n_pack_x + P->n_pack_w;
+    P->tk.n_pack_dy = P->tk.n_dy_chunks * P->tk.nq;          /* always: gb needs the sums */
+    P->tk.n_pack_x = prod ? P->tk.n_x_chunks * P->tk.n_xg : 0;
+    P->tk.n_pack_w = prod ? K * P->tk.nwp : 0;
+    P->tk.n_pack = P->tk.n_pack_dy + P->tk.n_pack_x + P->tk.n_pack_w;
     /* compute tasks */
-    P->n_gi_rb = Cin > 0 ? ct_cdiv(P->RI, CT_MCI) : 0;
-    P->n_gi_jb = ct_cdiv(Cin, CT_NCI);
-    P->n_gi = P->n_gi_rb * P->n_gi_jb;
+    P->tk.n_gi_rb = Cin > 0 ? ct_cdiv(P->RI, CT_MCI) : 0;
+    P->tk.n_gi_jb = ct_cdiv(Cin, CT_NCI);
+    P->tk.n_gi = P->tk.n_gi_rb * P->tk.n_gi_jb;
     /* k per register pass: narrow channels keep up to 3 k x 8 ci x 16 co accumulators in registers */
-    P->gw_nkr = (Cout <= 16 && K > 0) ? ct_max(1, ct_min(K, ct_min(3, 24 / ct_max(1, ct_min(CT_PX, Cin))))) : 1;
+    P->tk.gw_nkr = (Cout <= 16 && K > 0) ? ct_max(1, ct_min(K, ct_min(3, 24 / ct_max(1, ct_min(CT_PX, Cin))))) : 1;
     /* gw tasks: k groups x ci blocks x co blocks.  k per task: the DY rows of a row block are reused by every
      * k of the task; its fp32 tiles (k x ci x co) should stay within ~512 KiB of L2; groups are balanced
      * (K = 5 -> 3 + 2, not 4 + 1).  Then, while there are fewer than min(4, threads) tasks (2 threads could
@@ -184,55 +201,55 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
      * copy them), so one thread keeps one task.  Measured on a Xeon, cube (512,32,32,32,3,1): 2.19 -> 1.65 ms
      * on 1 thread; on 2 threads 1.14 -> 1.03 ms with 3 tasks instead of 6, -> 0.93 ms with 2 ci halves.
      * None of it changes a gw sum: each element is one chain over the rows. */
-    P->gw_mc = ct_min(CT_MCW, ct_up(ct_max(Cin, 1), CT_PX));
-    P->gw_nc = ct_min(CT_NCW, ct_up(ct_max(Cout, 1), CT_PO));
+    P->tk.gw_mc = ct_min(CT_MCW, ct_up(ct_max(Cin, 1), CT_PX));
+    P->tk.gw_nc = ct_min(CT_NCW, ct_up(ct_max(Cout, 1), CT_PO));
     if (K > 0) {
-        int64_t tile = ct_max(1, ct_min(P->gw_mc, Cin) * ct_min(P->gw_nc, Cout) * 4);
-        int64_t gmax = ct_max(P->gw_nkr, ct_min(K, (512 * 1024) / tile));
-        P->gw_kg = ct_cdiv(K, ct_cdiv(K, gmax));
+        int64_t tile = ct_max(1, ct_min(P->tk.gw_mc, Cin) * ct_min(P->tk.gw_nc, Cout) * 4);
+        int64_t gmax = ct_max(P->tk.gw_nkr, ct_min(K, (512 * 1024) / tile));
+        P->tk.gw_kg = ct_cdiv(K, ct_cdiv(K, gmax));
         for (;;) {
-            int64_t nt = ct_cdiv(K, P->gw_kg) * ct_cdiv(Cin, P->gw_mc) * ct_cdiv(Cout, P->gw_nc);
+            int64_t nt = ct_cdiv(K, P->tk.gw_kg) * ct_cdiv(Cin, P->tk.gw_mc) * ct_cdiv(Cout, P->tk.gw_nc);
             if (nt >= ct_min(4, ct_max(1, nthreads))) break;
-            if (P->gw_mc > CT_PX && P->gw_mc < 2 * Cin) P->gw_mc = ct_up(P->gw_mc / 2, CT_PX);
-            else if (P->gw_nc > CT_PO && P->gw_nc < 2 * Cout) P->gw_nc = ct_up(P->gw_nc / 2, CT_PO);
-            else if (P->gw_kg > P->gw_nkr) P->gw_kg = ct_max(P->gw_nkr, P->gw_kg / 2);
+            if (P->tk.gw_mc > CT_PX && P->tk.gw_mc < 2 * Cin) P->tk.gw_mc = ct_up(P->tk.gw_mc / 2, CT_PX);
+            else if (P->tk.gw_nc > CT_PO && P->tk.gw_nc < 2 * Cout) P->tk.gw_nc = ct_up(P->tk.gw_nc / 2, CT_PO);
+            else if (P->tk.gw_kg > P->tk.gw_nkr) P->tk.gw_kg = ct_max(P->tk.gw_nkr, P->tk.gw_kg / 2);
             else break;
         }
     } else {
-        P->gw_kg = 1;
+        P->tk.gw_kg = 1;
     }
-    P->n_gw_ib = ct_cdiv(Cin, P->gw_mc);
-    P->n_gw_ob = ct_cdiv(Cout, P->gw_nc);
-    P->n_gw1 = P->n_gw = ct_cdiv(K, P->gw_kg) * P->n_gw_ib * P->n_gw_ob;
+    P->tk.n_gw_ib = ct_cdiv(Cin, P->tk.gw_mc);
+    P->tk.n_gw_ob = ct_cdiv(Cout, P->tk.gw_nc);
+    P->tk.n_gw1 = P->tk.n_gw = ct_cdiv(K, P->tk.gw_kg) * P->tk.n_gw_ib * P->tk.n_gw_ob;
     /* ascend950 (layout 1): pieces when the output has fewer than 32 blocks of 128 co x 256 (ci, k): P = 32 // nb;
      * gw segments of 65536 positions, gi segments of 32768 reduction elements when K*Cout >= 32768 */
     if (acc != CT_ACC_SEQ && layout == 1) {
         int64_t nb = ct_cdiv(Cout, 128) * ct_cdiv(ct_mul_ok(Cin, K, &ok), 256);
-        P->gw_pieces = (prod && nb > 0 && nb < 32) ? 32 / nb : 1;
-        P->gw_seg = ct_max(1, 65536 / P->k0);
-        if (ct_mul_ok(K, Cout, &ok) >= 32768) P->gi_seg = ct_max(1, 32768 / P->k0);
+        P->sm.gw_pieces = (prod && nb > 0 && nb < 32) ? 32 / nb : 1;
+        P->sm.gw_seg = ct_max(1, 65536 / P->sm.k0);
+        if (ct_mul_ok(K, Cout, &ok) >= 32768) P->sm.gi_seg = ct_max(1, 32768 / P->sm.k0);
     } else {
-        P->gw_pieces = 1;
+        P->sm.gw_pieces = 1;
     }
-    if (P->gw_pieces > 1) {
-        P->n_gw = P->n_gw1 * P->gw_pieces;
-        P->n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
+    if (P->sm.gw_pieces > 1) {
+        P->tk.n_gw = P->tk.n_gw1 * P->sm.gw_pieces;
+        P->tk.n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
     }
-    P->n_comp = P->n_gi + P->n_gw;
-    P->gi_ld = ct_min(CT_NCI, Cin);
-    P->gw_ld = ct_min(P->gw_nc, Cout);
-    P->gi_tile = ct_up(ct_min(CT_MCI, P->RI) * P->gi_ld, CT_ALIGN / 4);
+    P->tk.n_comp = P->tk.n_gi + P->tk.n_gw;
+    P->tk.gi_ld = ct_min(CT_NCI, Cin);
+    P->tk.gw_ld = ct_min(P->tk.gw_nc, Cout);
+    P->tk.gi_tile = ct_up(ct_min(CT_MCI, P->RI) * P->tk.gi_ld, CT_ALIGN / 4);
     /* DY streamed in windows (_conv_stream.h) when its packed copy would exceed CT_WIN_BYTES.  Pass 1 (gi)
      * windows hold whole gi row blocks plus the K-1 time steps around them that their taps read; pass 2 (gw)
      * windows are whole blocks of k0 chain rows (layout-0 cube forms: whole items, or k0-aligned t ranges of one
      * item), so no block and no order changes. */
-    P->dy_ps = P->RO;
+    P->ws.dy_ps = P->RO;
     if (prod && ct_win_force >= 0) {
         int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cout);
         int64_t halo = ct_mul_ok(K - 1, B, &ok);
         int64_t w1_rb = ct_max(1, (target - halo) / CT_MCI);
-        int64_t rows1 = ct_min(P->RO, ct_min(w1_rb, P->n_gi_rb) * CT_MCI + halo);
-        int64_t ka = acc == CT_ACC_SEQ ? 1 : P->k0;
+        int64_t rows1 = ct_min(P->RO, ct_min(w1_rb, P->tk.n_gi_rb) * CT_MCI + halo);
+        int64_t ka = acc == CT_ACC_SEQ ? 1 : P->sm.k0;
         int64_t w2 = ct_max(ka, target / ka * ka), rows2, n_w2, items = 0;
         if (acc != CT_ACC_SEQ && layout == 0) {
             if (P->T_out <= w2) {
@@ -249,89 +266,89 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
         }
         int64_t wr = ct_max(rows1, rows2);
         if (ok && wr < P->RO) {
-            P->win = 1;
-            P->win_rows = P->dy_ps = wr;
-            P->w1_rb = w1_rb;
-            P->n_w1 = ct_cdiv(P->n_gi_rb, w1_rb);
-            P->w2_rows = w2;
-            P->w2_items = items;
-            P->n_w2 = n_w2;
+            P->st.win = 1;
+            P->st.win_rows = P->ws.dy_ps = wr;
+            P->st.w1_rb = w1_rb;
+            P->st.n_w1 = ct_cdiv(P->tk.n_gi_rb, w1_rb);
+            P->st.w2_rows = w2;
+            P->st.w2_items = items;
+            P->st.n_w2 = n_w2;
             nd = ct_mul_ok(wr, Cout, &ok);
-            if (gw_buf && P->gw_pieces == 1)    /* gw's fp32 sums (at pcb) are cast by the tree tasks */
-                P->n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
+            if (gw_buf && P->sm.gw_pieces == 1)    /* gw's fp32 sums (at pcb) are cast by the tree tasks */
+                P->tk.n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
         }
     }
     /* narrow channels, ascend910b / ascend910 "cube" (_conv_narrow.h): lanes along the items (gw) and the rows
      * (gi) instead of the few channels.  Its per-item chains (K*Cin*Cout floats per item, B rounded up to whole
      * item blocks) take pcb's place, when they are no larger than the operands. */
     int64_t nch = 0;
-    if (acc == CT_ACC_CUBE && layout == 0 && prod && !P->win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW &&
-        B >= 8 && !P->gi_seg) {
+    if (acc == CT_ACC_CUBE && layout == 0 && prod && !P->st.win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW &&
+        B >= 8 && !P->sm.gi_seg) {
         int ok2 = 1;
         nch = ct_mul_ok(nw, ct_up(B, CT_NB), &ok2);
         if (ok2 && nch <= nd + nx) {
-            P->narrow = 1;
-            P->bmajor = 0;
+            P->nr.narrow = 1;
+            P->sm.bmajor = 0;
             /* gw tasks of several item blocks each (ct_gwn_task), on half the threads, the many short gi tasks on
              * the rest: two gw tasks at once each took about twice their time alone (2 cores of a Sapphire Rapids
              * VM), and one gw task beside the gi tasks did not (docs/performance.md, narrow channels) */
-            P->n_gw1 = P->n_gw = ct_min(ct_cdiv(B, CT_NB), ct_max(1, nthreads / 2));
-            P->nlo = ct_up(P->RO, 16) + 16;
+            P->tk.n_gw1 = P->tk.n_gw = ct_min(ct_cdiv(B, CT_NB), ct_max(1, nthreads / 2));
+            P->nr.nlo = ct_up(P->RO, 16) + 16;
             /* gradWeight packs the x rows of its chunk itself (ct_gwn_pack_x): no X panel */
-            P->nli = ct_gwn_rows(P->k0, K) * CT_NB + 16;
-            P->n_pack = P->n_pack - P->n_pack_x;
-            P->n_pack_x = 0;
-            nd = Cout * P->nlo;
+            P->nr.nli = ct_gwn_rows(P->sm.k0, K) * CT_NB + 16;
+            P->tk.n_pack = P->tk.n_pack - P->tk.n_pack_x;
+            P->tk.n_pack_x = 0;
+            nd = Cout * P->nr.nlo;
             nx = 0;
-            P->n_gi_rb = P->n_gi = ct_cdiv(P->RI, CT_NR);
-            P->n_gi_jb = 1;
-            P->n_comp = P->n_gi + P->n_gw;
-            P->n_post = ct_cdiv(nw, CT_TREE_CHUNK);
+            P->tk.n_gi_rb = P->tk.n_gi = ct_cdiv(P->RI, CT_NR);
+            P->tk.n_gi_jb = 1;
+            P->tk.n_comp = P->tk.n_gi + P->tk.n_gw;
+            P->tk.n_post = ct_cdiv(nw, CT_TREE_CHUNK);
         }
     }
     /* (see narrow_gi; the copy's room is kept on every instruction set, so that a workspace sized under one
      * fits a run under another: the AVX2 path keeps its general kernels above 4 gradInput channels, whose 8
      * lanes along Cin are then full enough: the narrow ones took 5-12% longer at Cin = 8) */
     int64_t ndc = 0;
-    if (!P->narrow && acc == CT_ACC_CUBE && layout == 1 && prod && !P->win && ct_narrow_on && Cin <= CT_NW &&
-        Cout <= CT_NW && !P->gi_seg) {
-        P->nlo = ct_up(P->RO, 16) + 16;
-        ndc = ct_mul_ok(Cout, P->nlo, &ok);
+    if (!P->nr.narrow && acc == CT_ACC_CUBE && layout == 1 && prod && !P->st.win && ct_narrow_on && Cin <= CT_NW &&
+        Cout <= CT_NW && !P->sm.gi_seg) {
+        P->nr.nlo = ct_up(P->RO, 16) + 16;
+        ndc = ct_mul_ok(Cout, P->nr.nlo, &ok);
         if (Cin <= U->narrow_gi_max_cin) {
-            P->narrow_gi = 1;
-            P->n_gi_rb = P->n_gi = ct_cdiv(P->RI, CT_NR);
-            P->n_gi_jb = 1;
-            P->n_comp = P->n_gi + P->n_gw;
+            P->nr.narrow_gi = 1;
+            P->tk.n_gi_rb = P->tk.n_gi = ct_cdiv(P->RI, CT_NR);
+            P->tk.n_gi_jb = 1;
+            P->tk.n_comp = P->tk.n_gi + P->tk.n_gw;
         }
     }
     /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
-    int64_t gwt = gw_buf ? ct_up(P->gw_kg * ct_min(P->gw_mc, Cin) * P->gw_ld, CT_ALIGN / 4) : 0;
-    P->gw_ctile_off = gwt;
-    if (acc != CT_ACC_SEQ && prod) gwt += P->gw_kg * P->gw_mc * P->gw_ld;
-    P->gw_ybuf_off = gwt;
-    if (P->bmajor && prod) gwt += ct_max(1, CT_KCW / P->k0) * P->k0 * CT_PO;    /* one chunk of one co panel */
-    int64_t cb = ct_max(gi_buf || P->gi_seg ? (P->gi_seg ? 2 : 1) * P->gi_tile : 0, gwt);
-    if (P->narrow) cb = ct_max(cb, ct_max(2 * CT_NR, P->nli) * Cin);
-    if (P->narrow_gi) cb = ct_max(cb, 2 * CT_NR * Cin);
-    P->cbuf_stride = ct_up(cb, CT_ALIGN / 4);
-    P->n_cbuf = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 0;
-    P->nthreads_max = P->n_comp > 0 ? ct_min(nthreads, P->n_comp) : 1;
-    if (cb == 0) P->n_cbuf = 0;
+    int64_t gwt = gw_buf ? ct_up(P->tk.gw_kg * ct_min(P->tk.gw_mc, Cin) * P->tk.gw_ld, CT_ALIGN / 4) : 0;
+    P->ws.gw_ctile_off = gwt;
+    if (acc != CT_ACC_SEQ && prod) gwt += P->tk.gw_kg * P->tk.gw_mc * P->tk.gw_ld;
+    P->ws.gw_ybuf_off = gwt;
+    if (P->sm.bmajor && prod) gwt += ct_max(1, CT_KCW / P->sm.k0) * P->sm.k0 * CT_PO;    /* one chunk of one co panel */
+    int64_t cb = ct_max(gi_buf || P->sm.gi_seg ? (P->sm.gi_seg ? 2 : 1) * P->tk.gi_tile : 0, gwt);
+    if (P->nr.narrow) cb = ct_max(cb, ct_max(2 * CT_NR, P->nr.nli) * Cin);
+    if (P->nr.narrow_gi) cb = ct_max(cb, 2 * CT_NR * Cin);
+    P->ws.cbuf_stride = ct_up(cb, CT_ALIGN / 4);
+    P->ws.n_cbuf = P->tk.n_comp > 0 ? ct_min(nthreads, P->tk.n_comp) : 0;
+    P->tk.nthreads_max = P->tk.n_comp > 0 ? ct_min(nthreads, P->tk.n_comp) : 1;
+    if (cb == 0) P->ws.n_cbuf = 0;
     /* layout */
     int64_t o = 0;
-    P->off_dyp = o; o += ct_up(prod ? nd : 0, CT_ALIGN / 4);
-    P->off_dyc = o; o += ct_up(ndc, CT_ALIGN / 4);
-    P->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
-    P->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
-    P->n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
-    P->off_gbp = o; o += ct_up(ct_mul_ok(P->n_gb_parts, Cout, &ok), CT_ALIGN / 4);
-    P->off_cbuf = o; o += ct_mul_ok(P->cbuf_stride, P->n_cbuf, &ok);
-    P->off_pcb = o;
-    if (P->narrow) o += nch;
-    else if ((P->gw_pieces > 1 && prod) || (P->win && gw_buf)) o += ct_mul_ok(P->gw_pieces, nw, &ok);
-    P->off_gwc = o; if (P->win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->gw_pieces, nw, &ok);
+    P->ws.off_dyp = o; o += ct_up(prod ? nd : 0, CT_ALIGN / 4);
+    P->ws.off_dyc = o; o += ct_up(ndc, CT_ALIGN / 4);
+    P->ws.off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
+    P->ws.off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
+    P->tk.n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
+    P->ws.off_gbp = o; o += ct_up(ct_mul_ok(P->tk.n_gb_parts, Cout, &ok), CT_ALIGN / 4);
+    P->ws.off_cbuf = o; o += ct_mul_ok(P->ws.cbuf_stride, P->ws.n_cbuf, &ok);
+    P->ws.off_pcb = o;
+    if (P->nr.narrow) o += nch;
+    else if ((P->sm.gw_pieces > 1 && prod) || (P->st.win && gw_buf)) o += ct_mul_ok(P->sm.gw_pieces, nw, &ok);
+    P->ws.off_gwc = o; if (P->st.win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->sm.gw_pieces, nw, &ok);
     if (!ok || o > INT64_MAX / 8) return -1;
-    P->total_floats = o;
+    P->ws.total_floats = o;
     return 0;
 }
 
@@ -346,20 +363,20 @@ static int ct_src_dense(const ct_src *S, int64_t T, int64_t B, int64_t C) {
 }
 static void ct_plan_direct(ct_plan *P) {
     /* (first, while DYp is still the workspace's panel region: the channel-major DY for the narrow gradInput) */
-    P->DYc = P->narrow ? P->DYp : P->narrow_gi && P->DYp ? P->DYp + (P->off_dyc - P->off_dyp) : NULL;
-    if (P->compute != CT_C_FP32 || P->narrow) return;     /* (narrow: channel-major panels, always packed) */
-    if (P->DYp && P->nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
-        P->DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
-        P->dy_direct = 1;
-        P->win = 0;                                    /* nothing to stream */
-        P->dy_ps = P->RO;
-        if (P->gw_pieces == 1) P->n_post = 0;
+    P->ws.DYc = P->nr.narrow ? P->ws.DYp : P->nr.narrow_gi && P->ws.DYp ? P->ws.DYp + (P->ws.off_dyc - P->ws.off_dyp) : NULL;
+    if (P->compute != CT_C_FP32 || P->nr.narrow) return;     /* (narrow: channel-major panels, always packed) */
+    if (P->ws.DYp && P->tk.nq == 1 && P->RO > 0 && ct_src_dense(&P->dy, P->T_out, P->B, P->Cout)) {
+        P->ws.DYp = (float *)(uintptr_t)P->dy.base;       /* read only */
+        P->ws.dy_direct = 1;
+        P->st.win = 0;                                    /* nothing to stream */
+        P->ws.dy_ps = P->RO;
+        if (P->sm.gw_pieces == 1) P->tk.n_post = 0;
     }
-    if (P->Xp && P->nxp == 1 && P->RI > 0 && !P->bmajor && ct_src_dense(&P->x, P->T_in, P->B, P->Cin)) {
-        P->Xp = (float *)(uintptr_t)P->x.base;         /* read only */
-        P->x_direct = 1;
-        P->n_pack = P->n_pack - P->n_pack_x;
-        P->n_pack_x = 0;
+    if (P->ws.Xp && P->tk.nxp == 1 && P->RI > 0 && !P->sm.bmajor && ct_src_dense(&P->x, P->T_in, P->B, P->Cin)) {
+        P->ws.Xp = (float *)(uintptr_t)P->x.base;         /* read only */
+        P->ws.x_direct = 1;
+        P->tk.n_pack = P->tk.n_pack - P->tk.n_pack_x;
+        P->tk.n_pack_x = 0;
     }
 }
 

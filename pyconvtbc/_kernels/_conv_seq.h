@@ -19,7 +19,7 @@ static void ct_gi_rows_per_k(const ct_plan *P, int64_t u, int64_t v, int64_t R0,
         int64_t a = ct_max(u, lo * P->B), b = ct_min(v, hi * P->B);
         int64_t shift = (P->pad - k) * P->B;
         for (int64_t i = a; i < b; i += MR)
-            P->U->gi_seq(ct_min(MR, b - i), wj, P->DYp, P->dy_ps, i + shift - P->dy_r0, 0, 1, c0, c1, P->Cout,
+            P->U->gi_seq(ct_min(MR, b - i), wj, P->ws.DYp, P->ws.dy_ps, i + shift - P->ws.dy_r0, 0, 1, c0, c1, P->Cout,
                       Bp0 + k * P->Cin * P->Cout, 0, cb + (i - R0) * ld + (j0 - J0), ld);
     }
 }
@@ -27,10 +27,10 @@ static void ct_gi_rows_per_k(const ct_plan *P, int64_t u, int64_t v, int64_t R0,
 /* gi task: rows [R0, R1) x ci [J0, J1).  Per element the order is: co block (CT_KCI) ascending, then k
  * ascending (valid k only), then co ascending within the block: one fp32 FMA chain. */
 static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
-    int64_t rb = task / P->n_gi_jb, jb = task % P->n_gi_jb;
+    int64_t rb = task / P->tk.n_gi_jb, jb = task % P->tk.n_gi_jb;
     int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
     int64_t J0 = jb * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
-    int64_t ld = P->gi_ld;
+    int64_t ld = P->tk.gi_ld;
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
     int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;   /* accumulate in the output itself */
     if (direct) {
@@ -39,7 +39,7 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
     }
     if (nc == ld) memset(cb, 0, (size_t)((R1 - R0) * ld) * 4);
     else for (int64_t r = 0; r < R1 - R0; r++) memset(cb + r * ld, 0, (size_t)nc * 4);
-    if (P->Wp && P->K > 0) {
+    if (P->ws.Wp && P->K > 0) {
         /* rows where every k is valid: t in [K-1-pad, T_out-pad) */
         int64_t ia = ct_max(R0, ct_max(0, P->K - 1 - P->pad) * P->B);
         int64_t ib = ct_min(R1, ct_min(P->T_in, P->T_out - P->pad) * P->B);
@@ -49,11 +49,11 @@ static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
             for (int64_t j0 = J0; j0 < J1; j0 += CT_PO) {
                 if (ct_stop(P)) return;                                 /* (a panel is K*CT_KCI deep) */
                 int64_t wj = ct_min(CT_PO, P->Cin - j0);
-                const float *Bp0 = P->Wp + j0 * P->Cout + c0 * wj;     /* k = 0 */
+                const float *Bp0 = P->ws.Wp + j0 * P->Cout + c0 * wj;     /* k = 0 */
                 int64_t MR = ct_gi_mr(P->U, wj);
                 if (R0 < ia) ct_gi_rows_per_k(P, R0, ia, R0, c0, c1, j0, wj, Bp0, cb, ld, J0);
                 for (int64_t i = ia; i < ib; i += MR)
-                    P->U->gi_seq(ct_min(MR, ib - i), wj, P->DYp, P->dy_ps, i + P->pad * P->B - P->dy_r0, -P->B, P->K, c0,
+                    P->U->gi_seq(ct_min(MR, ib - i), wj, P->ws.DYp, P->ws.dy_ps, i + P->pad * P->B - P->ws.dy_r0, -P->B, P->K, c0,
                               c1, P->Cout, Bp0, P->Cin * P->Cout, cb + (i - R0) * ld + (j0 - J0), ld);
                 if (ib < R1) ct_gi_rows_per_k(P, ib, R1, R0, c0, c1, j0, wj, Bp0, cb, ld, J0);
             }
@@ -76,10 +76,10 @@ static inline void ct_gw_part(const ct_plan *P, int64_t k, int64_t nk, int64_t p
                               int64_t tile) {
     if (p0 >= p1) return;
     int64_t xs = (k - P->pad) * P->B;
-    const float *Bq = P->DYp + (co / CT_PO) * P->dy_ps * CT_PO + (p0 - P->dy_r0) * wq;
+    const float *Bq = P->ws.DYp + (co / CT_PO) * P->ws.dy_ps * CT_PO + (p0 - P->ws.dy_r0) * wq;
     for (int64_t ci = I0; ci < I1; ci += CT_PX) {
         int64_t wi = ct_min(CT_PX, P->Cin - ci);
-        const float *Ap = P->Xp + (ci / CT_PX) * P->RI * CT_PX + (p0 + xs) * wi;
+        const float *Ap = P->ws.Xp + (ci / CT_PX) * P->RI * CT_PX + (p0 + xs) * wi;
         P->U->gw_seq(nk, wi, wq, p1 - p0, Ap, wi, P->B * wi, Bq, wq, cb + (ci - I0) * ld + (co - C0), ld,
                   tile);
     }
@@ -89,36 +89,36 @@ static inline void ct_gw_part(const ct_plan *P, int64_t k, int64_t nk, int64_t p
  * reused by every k and ci of the task), then co panels (a DY micro-panel stays in L1), then k, then ci panels.
  * Per element the order is rows ascending: one fp32 FMA chain, whatever the blocking. */
 static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
-    int64_t per_k = P->n_gw_ib * P->n_gw_ob;
+    int64_t per_k = P->tk.n_gw_ib * P->tk.n_gw_ob;
     int64_t kg = task / per_k, rem = task % per_k;
-    int64_t ib = rem / P->n_gw_ob, ob = rem % P->n_gw_ob;
-    int64_t k0 = kg * P->gw_kg, G = ct_min(P->gw_kg, P->K - k0);
-    int64_t I0 = ib * P->gw_mc, I1 = ct_min(P->Cin, I0 + P->gw_mc);
-    int64_t C0 = ob * P->gw_nc, C1 = ct_min(P->Cout, C0 + P->gw_nc), nc = C1 - C0;
-    int64_t ld = P->gw_ld, tile = (I1 - I0) * ld;
+    int64_t ib = rem / P->tk.n_gw_ob, ob = rem % P->tk.n_gw_ob;
+    int64_t k0 = kg * P->tk.gw_kg, G = ct_min(P->tk.gw_kg, P->K - k0);
+    int64_t I0 = ib * P->tk.gw_mc, I1 = ct_min(P->Cin, I0 + P->tk.gw_mc);
+    int64_t C0 = ob * P->tk.gw_nc, C1 = ct_min(P->Cout, C0 + P->tk.gw_nc), nc = C1 - C0;
+    int64_t ld = P->tk.gw_ld, tile = (I1 - I0) * ld;
     int direct = P->gw_dt == CT_DT_F32;                      /* accumulate in the output itself */
-    if (direct || P->win) {                  /* (streamed DY: in gw's fp32 sums at pcb, cast by ct_tree_task) */
-        cb = (direct ? (float *)P->gw : P->pcb) + (k0 * P->Cin + I0) * P->Cout + C0;
+    if (direct || P->st.win) {                  /* (streamed DY: in gw's fp32 sums at pcb, cast by ct_tree_task) */
+        cb = (direct ? (float *)P->gw : P->ws.pcb) + (k0 * P->Cin + I0) * P->Cout + C0;
         ld = P->Cout;
         tile = P->Cin * P->Cout;
     }
-    for (int64_t kk = 0; kk < G && !P->win; kk++) {          /* (streamed: zeroed once, before the first window) */
+    for (int64_t kk = 0; kk < G && !P->st.win; kk++) {          /* (streamed: zeroed once, before the first window) */
         if (nc == ld) memset(cb + kk * tile, 0, (size_t)((I1 - I0) * ld) * 4);
         else for (int64_t r = 0; r < I1 - I0; r++) memset(cb + kk * tile + r * ld, 0, (size_t)nc * 4);
     }
-    if (P->Xp) {
+    if (P->ws.Xp) {
         /* DY rows valid for k: [a_k, b_k), both non-increasing in k */
         #define CT_GW_A(k) (ct_max(0, P->pad - (k)) * P->B)
         #define CT_GW_B(k) (ct_min(P->T_out, P->T_in + P->pad - (k)) * P->B)
         int64_t lo = CT_GW_A(k0 + G - 1), hi = CT_GW_B(k0);
-        if (P->win) { lo = ct_max(lo, P->w_r0); hi = ct_min(hi, P->w_r1); }   /* streamed: this window's rows */
+        if (P->st.win) { lo = ct_max(lo, P->st.w_r0); hi = ct_min(hi, P->st.w_r1); }   /* streamed: this window's rows */
         for (int64_t q0 = lo; q0 < hi; q0 += CT_KCW) {
             int64_t q1 = ct_min(hi, q0 + CT_KCW);
             if (ct_stop(P)) return;
             for (int64_t co = C0; co < C1; co += CT_PO) {
                 int64_t wq = ct_min(CT_PO, P->Cout - co);
-                for (int64_t ks = k0; ks < k0 + G; ks += P->gw_nkr) {
-                    int64_t nk = ct_min(P->gw_nkr, k0 + G - ks);
+                for (int64_t ks = k0; ks < k0 + G; ks += P->tk.gw_nkr) {
+                    int64_t nk = ct_min(P->tk.gw_nkr, k0 + G - ks);
                     float *cs = cb + (ks - k0) * tile;
                     if (nk == 1) {
                         ct_gw_part(P, ks, 1, ct_max(q0, CT_GW_A(ks)), ct_min(q1, CT_GW_B(ks)), co, wq, I0, I1,
@@ -141,7 +141,7 @@ static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
         #undef CT_GW_A
         #undef CT_GW_B
     }
-    if (direct || P->win) return;
+    if (direct || P->st.win) return;
     int64_t es = ct_dt_size(P->gw_dt);
     for (int64_t kk = 0; kk < G; kk++) {
         int64_t k = k0 + kk;

@@ -22,12 +22,12 @@
 /* pack DY rows [r, r + n) (t-major) of panel q at buffer row r - dy_r0, rounded to C */
 static void ct_win_pack_rows(const ct_plan *P, int64_t q, int64_t r, int64_t n) {
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
-    ct_pack_rows(P, &P->dy, P->Cout, r, n, co0, wq, P->DYp + q * P->dy_ps * CT_PO + (r - P->dy_r0) * wq);
+    ct_pack_rows(P, &P->dy, P->Cout, r, n, co0, wq, P->ws.DYp + q * P->ws.dy_ps * CT_PO + (r - P->ws.dy_r0) * wq);
 }
 
 /* The DY rows [*ra, *rz) that gi row blocks [rb0, rb1) read: their rows shifted by pad - k for every tap k */
 static void ct_win1_rows(const ct_plan *P, int64_t w, int64_t *ra, int64_t *rz) {
-    int64_t rb0 = w * P->w1_rb, rb1 = ct_min(P->n_gi_rb, rb0 + P->w1_rb);
+    int64_t rb0 = w * P->st.w1_rb, rb1 = ct_min(P->tk.n_gi_rb, rb0 + P->st.w1_rb);
     int64_t R0 = rb0 * CT_MCI, R1 = ct_min(P->RI, rb1 * CT_MCI);
     *ra = ct_max(0, R0 + (P->pad - P->K + 1) * P->B);
     *rz = ct_min(P->RO, R1 + P->pad * P->B);
@@ -39,59 +39,59 @@ static void ct_win1_rows(const ct_plan *P, int64_t w, int64_t *ra, int64_t *rz) 
 static int64_t ct_win1_begin(ct_plan *P, int64_t w) {
     int64_t ra, rz;
     ct_win1_rows(P, w, &ra, &rz);
-    P->dy_r0 = ra;
-    return ct_cdiv(rz - ra, CT_PR) * P->nq;
+    P->ws.dy_r0 = ra;
+    return ct_cdiv(rz - ra, CT_PR) * P->tk.nq;
 }
 
 static void ct_win1_pack(const ct_plan *P, int64_t w, int64_t task) {
     if (ct_stop(P)) return;
     int64_t ra, rz;
     ct_win1_rows(P, w, &ra, &rz);
-    int64_t c = task / P->nq, q = task % P->nq, r = ra + c * CT_PR;
+    int64_t c = task / P->tk.nq, q = task % P->tk.nq, r = ra + c * CT_PR;
     ct_win_pack_rows(P, q, r, ct_min(CT_PR, rz - r));
 }
 
 /* pass 2, window w: sets its rows (w_r0, w_r1 and dy_r0; or items w_b0..w_b1 x t's w_t0..w_t1); returns its
  * pack tasks */
 static int64_t ct_win2_begin(ct_plan *P, int64_t w) {
-    if (P->acc != CT_ACC_SEQ && P->layout == 0) {
-        if (P->w2_items > 0) {
-            P->w_b0 = w * P->w2_items; P->w_b1 = ct_min(P->B, P->w_b0 + P->w2_items);
-            P->w_t0 = 0; P->w_t1 = P->T_out;
+    if (P->sm.acc != CT_ACC_SEQ && P->sm.layout == 0) {
+        if (P->st.w2_items > 0) {
+            P->st.w_b0 = w * P->st.w2_items; P->st.w_b1 = ct_min(P->B, P->st.w_b0 + P->st.w2_items);
+            P->st.w_t0 = 0; P->st.w_t1 = P->T_out;
         } else {
-            int64_t per = ct_cdiv(P->T_out, P->w2_rows);
-            P->w_b0 = w / per; P->w_b1 = P->w_b0 + 1;
-            P->w_t0 = (w % per) * P->w2_rows; P->w_t1 = ct_min(P->T_out, P->w_t0 + P->w2_rows);
+            int64_t per = ct_cdiv(P->T_out, P->st.w2_rows);
+            P->st.w_b0 = w / per; P->st.w_b1 = P->st.w_b0 + 1;
+            P->st.w_t0 = (w % per) * P->st.w2_rows; P->st.w_t1 = ct_min(P->T_out, P->st.w_t0 + P->st.w2_rows);
         }
-        P->dy_r0 = 0;
-        return (P->w_b1 - P->w_b0) * P->nq;
+        P->ws.dy_r0 = 0;
+        return (P->st.w_b1 - P->st.w_b0) * P->tk.nq;
     }
-    P->w_r0 = P->dy_r0 = w * P->w2_rows;
-    P->w_r1 = ct_min(P->RO, P->w_r0 + P->w2_rows);
-    return ct_cdiv(P->w_r1 - P->w_r0, CT_PR) * P->nq;
+    P->st.w_r0 = P->ws.dy_r0 = w * P->st.w2_rows;
+    P->st.w_r1 = ct_min(P->RO, P->st.w_r0 + P->st.w2_rows);
+    return ct_cdiv(P->st.w_r1 - P->st.w_r0, CT_PR) * P->tk.nq;
 }
 
 static void ct_win2_pack(const ct_plan *P, int64_t task) {
     if (ct_stop(P)) return;
-    int64_t c = task / P->nq, q = task % P->nq;
-    if (!(P->acc != CT_ACC_SEQ && P->layout == 0)) {
-        int64_t r = P->w_r0 + c * CT_PR;
-        ct_win_pack_rows(P, q, r, ct_min(CT_PR, P->w_r1 - r));
+    int64_t c = task / P->tk.nq, q = task % P->tk.nq;
+    if (!(P->sm.acc != CT_ACC_SEQ && P->sm.layout == 0)) {
+        int64_t r = P->st.w_r0 + c * CT_PR;
+        ct_win_pack_rows(P, q, r, ct_min(CT_PR, P->st.w_r1 - r));
         return;
     }
     /* item bi = w_b0 + c (b = perm[bi]): its t's [w_t0, w_t1) at buffer rows c*(w_t1 - w_t0) + (t - w_t0) */
-    int64_t bi = P->w_b0 + c, b = P->perm ? P->perm[bi] : bi, nt = P->w_t1 - P->w_t0;
+    int64_t bi = P->st.w_b0 + c, b = P->sm.perm ? P->sm.perm[bi] : bi, nt = P->st.w_t1 - P->st.w_t0;
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
-    float *v = P->DYp + q * P->dy_ps * CT_PO + c * nt * wq;
-    for (int64_t t = P->w_t0; t < P->w_t1; t++)
-        ct_decode_rows(P, &P->dy, P->Cout, t * P->B + b, 1, co0, wq, v + (t - P->w_t0) * wq);
+    float *v = P->ws.DYp + q * P->ws.dy_ps * CT_PO + c * nt * wq;
+    for (int64_t t = P->st.w_t0; t < P->st.w_t1; t++)
+        ct_decode_rows(P, &P->dy, P->Cout, t * P->B + b, 1, co0, wq, v + (t - P->st.w_t0) * wq);
     P->U->round_row(v, nt * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
 }
 
 /* before pass 2: gw's sums start at +0 (gw itself when fp32 and in one piece, else the fp32 sums at pcb) */
 static void ct_win_zero(const ct_plan *P) {
     int64_t nw = P->K * P->Cin * P->Cout;
-    if (P->pcb) memset(P->pcb, 0, (size_t)(P->gw_pieces * nw) * 4);
+    if (P->ws.pcb) memset(P->ws.pcb, 0, (size_t)(P->sm.gw_pieces * nw) * 4);
     else memset(P->gw, 0, (size_t)nw * 4);
 }
 

@@ -50,6 +50,25 @@ cdef extern from "_conv_gemm.h" nogil:
         const char *base
         int64_t s0, s1, s2
         int dt
+    ctypedef struct ct_tasks:
+        int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi, n_gw, n_post, n_gi_rb, n_gi_jb, nthreads_max
+    ctypedef struct ct_wspace:
+        int64_t off_dyp, off_xp, off_wp, off_gbp, off_cbuf, cbuf_stride, n_cbuf, total_floats, off_pcb, off_gwc
+        int64_t dy_ps
+        float *DYp
+        float *Xp
+        float *Wp
+        float *gbp
+        float *cbuf
+        float *pcb
+        float *gwc
+    ctypedef struct ct_sums:
+        int acc, layout
+        int64_t k0, gw_pieces, gw_seg, gi_seg
+        const int64_t *perm
+    ctypedef struct ct_stream:
+        int win
+        int64_t n_w1, w1_rb, n_w2, win_rows
     ctypedef struct ct_plan:
         int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO
         int compute, hbits, hrnd, hif8_rnd, saturate
@@ -59,22 +78,12 @@ cdef extern from "_conv_gemm.h" nogil:
         char *gb
         int gi_dt, gw_dt, gb_dt
         const ct_ukr *U
-        int64_t off_dyp, off_xp, off_wp, off_gbp, off_cbuf, cbuf_stride, n_cbuf, total_floats, nthreads_max
-        float *DYp
-        float *Xp
-        float *Wp
-        float *gbp
-        float *cbuf
-        int64_t n_pack, n_comp, n_pack_x, n_pack_w, n_gi, n_gw
-        int acc, layout
-        int64_t k0, gw_pieces, gw_seg, gi_seg, n_post, off_pcb
-        const int64_t *perm
-        float *pcb
+        ct_tasks tk
+        ct_wspace ws
+        ct_sums sm
+        ct_stream st
         int (*poll)(void *) noexcept nogil
         void *poll_ctx
-        int win
-        int64_t n_gi_rb, n_gi_jb, n_w1, w1_rb, n_w2, win_rows, off_gwc, dy_ps
-        float *gwc
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
@@ -373,9 +382,9 @@ def workspace_size(shape, compute, dtypes, num_threads):
     piece sums).  compute: the compute precision (sequential form) or a whole mode tuple (see ``run``)."""
     cdef ct_plan P
     _plan_sizes(&P, shape, compute, dtypes, num_threads)
-    if P.total_floats == 0:
+    if P.ws.total_floats == 0:
         return 0
-    return int(P.total_floats) * 4 + CT_ALIGN   # + alignment slack
+    return int(P.ws.total_floats) * 4 + CT_ALIGN   # + alignment slack
 
 
 def stream_windows(shape, compute, dtypes, num_threads):
@@ -383,7 +392,7 @@ def stream_windows(shape, compute, dtypes, num_threads):
     Arguments as for ``workspace_size``."""
     cdef ct_plan P
     _plan_sizes(&P, shape, compute, dtypes, num_threads)
-    return (int(P.n_w1), int(P.n_w2)) if P.win else (0, 0)
+    return (int(P.st.n_w1), int(P.st.n_w2)) if P.st.win else (0, 0)
 
 
 cdef int _src(ct_src *s, op, str name, tuple allowed=_IN_DTYPES) except -1:
@@ -461,11 +470,11 @@ def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w no
 
 
 cdef object _set_perm(ct_plan *P, perm):
-    """Point P.perm at perm's data (checked, in C: a permutation of range(B)); returns the object to keep alive.
+    """Point P.sm.perm at perm's data (checked, in C: a permutation of range(B)); returns the object to keep alive.
 
     Called per call in non-deterministic mode, so it makes no NumPy temporaries: an int64 C-contiguous array
     (what the planner passes) is read in place; anything else is converted once."""
-    P.perm = NULL
+    P.sm.perm = NULL
     if perm is None:
         return None
     cdef const int64_t[::1] v
@@ -492,7 +501,7 @@ cdef object _set_perm(ct_plan *P, perm):
         if e < 0 or e >= n or sp[e]:
             raise ValueError(f"perm must be a permutation of range({P.B}), got {perm!r}")
         sp[e] = 1
-    P.perm = &v[0]
+    P.sm.perm = &v[0]
     return v
 
 
@@ -600,14 +609,14 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     call at the next task or row-chunk boundary, which then raises Cancelled."""
     cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
     P.U = &_tables[knobs.isa]
-    cdef float *fb = _workspace_base(base, size, P.total_floats)
-    P.DYp = fb + P.off_dyp if (fb != NULL and P.off_xp > P.off_dyp) else NULL
-    P.Xp = fb + P.off_xp if (fb != NULL and P.off_wp > P.off_xp) else NULL
-    P.Wp = fb + P.off_wp if (fb != NULL and P.off_gbp > P.off_wp) else NULL
-    P.gbp = fb + P.off_gbp if fb != NULL else NULL
-    P.cbuf = fb + P.off_cbuf if fb != NULL else NULL
-    P.pcb = fb + P.off_pcb if (fb != NULL and P.off_gwc > P.off_pcb) else NULL
-    P.gwc = fb + P.off_gwc if (fb != NULL and P.win and P.total_floats > P.off_gwc) else NULL
+    cdef float *fb = _workspace_base(base, size, P.ws.total_floats)
+    P.ws.DYp = fb + P.ws.off_dyp if (fb != NULL and P.ws.off_xp > P.ws.off_dyp) else NULL
+    P.ws.Xp = fb + P.ws.off_xp if (fb != NULL and P.ws.off_wp > P.ws.off_xp) else NULL
+    P.ws.Wp = fb + P.ws.off_wp if (fb != NULL and P.ws.off_gbp > P.ws.off_wp) else NULL
+    P.ws.gbp = fb + P.ws.off_gbp if fb != NULL else NULL
+    P.ws.cbuf = fb + P.ws.off_cbuf if fb != NULL else NULL
+    P.ws.pcb = fb + P.ws.off_pcb if (fb != NULL and P.ws.off_gwc > P.ws.off_pcb) else NULL
+    P.ws.gwc = fb + P.ws.off_gwc if (fb != NULL and P.st.win and P.ws.total_floats > P.ws.off_gwc) else NULL
     ct_plan_direct(P)                    # single-panel fp32 operands are read in place (no pack pass)
     # work in "lane flops": narrow channels leave vector lanes idle (gi runs along Cin, gw along Cout, 16 lanes),
     # so their time follows the padded counts, not the true flops; plus the packing passes
@@ -615,7 +624,7 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     cdef double co16 = <double>(((P.Cout + 15) // 16) * 16)
     cdef double work = 2.0 * <double>P.RO * <double>P.K * (ci16 * P.Cout + P.Cin * co16)
     work += 8.0 * (<double>P.RO * P.Cout + <double>P.RI * P.Cin)
-    cdef int threads = <int>P.nthreads_max
+    cdef int threads = <int>P.tk.nthreads_max
     if work < knobs.par_min:
         threads = 1
     cdef _poll_ctx ctx
@@ -623,7 +632,7 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     P.poll = _poll
     P.poll_ctx = &ctx
     with nogil:
-        if P.win:
+        if P.st.win:
             _execute_streamed(P, threads)
         else:
             _execute(P, threads, knobs.phase_mask)
@@ -633,17 +642,17 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
 
 cdef void _execute(ct_plan *P, int threads, int phase_mask) noexcept nogil:
     cdef Py_ssize_t i
-    cdef Py_ssize_t n_pack = P.n_pack
-    cdef Py_ssize_t n_comp = P.n_comp          # compute tasks: gw ones [0, n_gw), then gi ones
+    cdef Py_ssize_t n_pack = P.tk.n_pack
+    cdef Py_ssize_t n_comp = P.tk.n_comp          # compute tasks: gw ones [0, n_gw), then gi ones
     cdef Py_ssize_t c0 = 0
-    cdef Py_ssize_t n_post = P.n_post if phase_mask & 4 else 0
+    cdef Py_ssize_t n_post = P.tk.n_post if phase_mask & 4 else 0
     if phase_mask != 7:                  # profiling only
         if not (phase_mask & 1):
             n_pack = 0
         if not (phase_mask & 4):
-            c0 = P.n_gw
+            c0 = P.tk.n_gw
         if not (phase_mask & 2):
-            n_comp = P.n_gw
+            n_comp = P.tk.n_gw
     _stamp(0)
     if threads <= 1:
         for i in range(n_pack):
@@ -651,8 +660,8 @@ cdef void _execute(ct_plan *P, int threads, int phase_mask) noexcept nogil:
         _stamp(1)
         _stamp(2)
         for i in range(c0, n_comp):
-            ct_comp_task(P, i, P.cbuf)
-            if i == P.n_gw - 1:
+            ct_comp_task(P, i, P.ws.cbuf)
+            if i == P.tk.n_gw - 1:
                 _stamp(2)
         for i in range(n_post):
             ct_post_task(P, i)
@@ -662,7 +671,7 @@ cdef void _execute(ct_plan *P, int threads, int phase_mask) noexcept nogil:
                 ct_pack_task(P, i)
             pyconvtbc_omp_barrier()       # Cython ends a prange inside parallel() with "nowait"
             for i in prange(c0, n_comp, schedule="dynamic"):
-                ct_comp_task(P, i, P.cbuf + threadid() * P.cbuf_stride)
+                ct_comp_task(P, i, P.ws.cbuf + threadid() * P.ws.cbuf_stride)
             pyconvtbc_omp_barrier()
             for i in prange(n_post, schedule="static"):
                 ct_post_task(P, i)
@@ -677,30 +686,30 @@ cdef void _execute_streamed(ct_plan *P, int threads) noexcept nogil:
     window, then the casts and gb.  The phase mask does not apply."""
     cdef Py_ssize_t i, a, z, n
     cdef int64_t w
-    cdef float *dyw = P.DYp
+    cdef float *dyw = P.ws.DYp
     _stamp(0)
-    P.DYp = NULL                         # step 0: DY's pack tasks make gb's partial sums only
-    _tasks(P, 0, 0, P.n_pack, threads)
-    P.DYp = dyw
+    P.ws.DYp = NULL                         # step 0: DY's pack tasks make gb's partial sums only
+    _tasks(P, 0, 0, P.tk.n_pack, threads)
+    P.ws.DYp = dyw
     _stamp(1)
-    for w in range(P.n_w1):               # step 1: gi, windows of t-major rows
+    for w in range(P.st.n_w1):               # step 1: gi, windows of t-major rows
         if ct_stop(P):
             break
         n = ct_win1_begin(P, w)
         _tasks(P, 1, w, n, threads)
-        a = P.n_gw + w * P.w1_rb * P.n_gi_jb
-        z = P.n_gw + min(P.n_gi_rb, (w + 1) * P.w1_rb) * P.n_gi_jb
+        a = P.tk.n_gw + w * P.st.w1_rb * P.tk.n_gi_jb
+        z = P.tk.n_gw + min(P.tk.n_gi_rb, (w + 1) * P.st.w1_rb) * P.tk.n_gi_jb
         _tasks_comp(P, a, z, threads)
     _stamp(2)
     ct_win_zero(P)                       # step 2: gw, windows in the chains' order
-    for w in range(P.n_w2):
+    for w in range(P.st.n_w2):
         if ct_stop(P):
             break
         n = ct_win2_begin(P, w)
         _tasks(P, 2, 0, n, threads)
-        _tasks_comp(P, 0, P.n_gw, threads)
+        _tasks_comp(P, 0, P.tk.n_gw, threads)
     _stamp(3)
-    _tasks(P, 3, 0, P.n_post, threads)   # step 3: casts (and the pieces' trees), gb
+    _tasks(P, 3, 0, P.tk.n_post, threads)   # step 3: casts (and the pieces' trees), gb
     if P.Cout > 0:
         ct_finish_gb(P)
     _stamp(4)
@@ -732,10 +741,10 @@ cdef void _tasks_comp(ct_plan *P, Py_ssize_t a, Py_ssize_t z, int threads) noexc
     cdef Py_ssize_t i
     if threads <= 1 or z - a <= 1:
         for i in range(a, z):
-            ct_comp_task(P, i, P.cbuf)
+            ct_comp_task(P, i, P.ws.cbuf)
     else:
         for i in prange(a, z, num_threads=threads, schedule="dynamic"):
-            ct_comp_task(P, i, P.cbuf + threadid() * P.cbuf_stride)
+            ct_comp_task(P, i, P.ws.cbuf + threadid() * P.ws.cbuf_stride)
 
 
 
