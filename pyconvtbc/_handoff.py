@@ -32,6 +32,9 @@ class Mode(NamedTuple):
     accumulation: int         # profiles.ACCUMULATIONS
     k0: int                   # products per cube block
     layout: int               # the profile's order of partial sums (profiles.SocProfile.sum_layout)
+    geometry: tuple = ()      # layout 1: the profile's pieces and segments (profiles.SumGeometry), else ()
+    pre: int = 0              # the forward: the rounding of the fp32 sums before the output cast (a compute
+                              # precision: FP16 / BF16, or FP32 for none); the backward rounds gi by ``compute``
 
 
 class Problem(NamedTuple):

@@ -220,13 +220,13 @@ def _out_dtype(code):
 
 
 def _kernel_mode(mode):
-    """The kernel's mode tuple: a ``Mode``'s first seven fields, then the rounding of the fp32 sums before the
-    output cast (the compute precision when it is FP16 / BF16, else none) in place of the gradient layout.
-    Made once per distinct mode (the NumPy layer's calls ask for it every time)."""
+    """The kernel's ``Mode``, with ``pre``: the rounding of the fp32 sums before the output cast (the compute
+    precision when it is FP16 / BF16, else none).  Made once per distinct mode (the NumPy layer's calls ask for
+    it every time)."""
     km = _KERNEL_MODES.get(mode)
     if km is None:
         pre = mode.compute if mode.compute in (COMPUTE_FP16, COMPUTE_BF16) else COMPUTE_FP32
-        km = _KERNEL_MODES[mode] = tuple(mode)[:7] + (pre,)
+        km = _KERNEL_MODES[mode] = mode._replace(pre=pre)
     return km
 
 

@@ -103,7 +103,7 @@ class ConvTbcBackward(_twophase.Operator):
         return tuple(t[n].data_type for n in KERNEL_DTYPES)
 
     def kernel_workspace(self, problem, mode, dtypes, num_threads):
-        return _conv_tbc.workspace_size(tuple(problem.shape), tuple(mode), dtypes, num_threads)
+        return _conv_tbc.workspace_size(tuple(problem.shape), mode, dtypes, num_threads)
 
     def flops(self, shape):
         return 4 * shape.T_out * shape.B * shape.Cin * shape.Cout * shape.K

@@ -29,15 +29,16 @@ class Plan:
     options: tuple        # the emulation options used, for reports: ((name, value), ...)
     order_seed: object = None   # None: a fresh gradWeight order per call (when the order is not deterministic)
     extra: tuple = ()           # the operator's own phase-1 decisions (Problem.extra)
-    # shape and mode as the plain tuples the Cython entry points take (made once, not per call)
+    # the shape as the plain tuple the Cython entry points take (made once, not per call); the mode is handed
+    # over as the Mode record itself, which the kernel entry reads by field name
     kernel_shape: tuple = field(init=False, repr=False, compare=False)
-    kernel_mode: tuple = field(init=False, repr=False, compare=False)
+    kernel_mode: Mode = field(init=False, repr=False, compare=False)
     # order_seed's permutation, drawn once (every call with that seed uses the same one); read-only
     _seeded_order: object = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "kernel_shape", tuple(self.shape))
-        object.__setattr__(self, "kernel_mode", tuple(self.mode))
+        object.__setattr__(self, "kernel_mode", self.mode)
         seeded = None
         if self.permutes and self.order_seed is not None:
             seeded = np.random.default_rng(self.order_seed).permutation(self.shape.B)

@@ -7,6 +7,7 @@ default determinism and the order of the cube's partial sums (docs/precision.md,
 import os
 import threading
 from dataclasses import dataclass, field
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -28,6 +29,20 @@ _F, _H, _B = int(DT.ACL_FLOAT), int(DT.ACL_FLOAT16), int(DT.ACL_BF16)
 _ERR = None  # a table cell that is an error (161002)
 
 
+class SumGeometry(NamedTuple):
+    """How a chip with the piece layout (``sum_layout`` 1) cuts its cube reductions (docs/precision.md,
+    "Accumulation model"): the output's blocks are ``piece_co`` output channels x ``piece_red`` reduction rows
+    (ci, k); with fewer than ``pieces`` of them, gradWeight runs in ``pieces // blocks`` pieces combined by a
+    pairwise tree; gradWeight's chains are cut into segments of ``gw_segment`` positions and gradInput's (when
+    K*Cout >= ``gi_segment``) into segments of ``gi_segment`` reduction elements.  The kernels take these
+    numbers from here: no chip's number is written in C."""
+    piece_co: int
+    piece_red: int
+    pieces: int
+    gw_segment: int
+    gi_segment: int
+
+
 @dataclass(frozen=True)
 class SocProfile:
     name: str
@@ -40,6 +55,7 @@ class SocProfile:
     # chain per batch item, added in b order (or a per-call permutation when not deterministic); 1 = positions
     # t-outer, segments and pieces combined by a pairwise tree (always deterministic)
     sum_layout: int = 0
+    sum_geometry: Optional[SumGeometry] = None   # sum_layout 1: its pieces and segments
     always_deterministic: bool = False
     eight_bit_operands: bool = False   # the forward takes 8-bit operands (formats.EIGHT_BIT_OPERAND: HiFloat8)
 
@@ -56,8 +72,10 @@ _TABLE_910 = {  # older Atlas training: no fp32 cube path, no HF32, no BF16 comp
 
 PROFILES = {
     "ascend910b": SocProfile("ascend910b", 11, True, False, _TABLE_A2),
-    "ascend950": SocProfile("ascend950", 10, True, True, _TABLE_A2, sum_layout=1, always_deterministic=True,
-                            eight_bit_operands=True),
+    "ascend950": SocProfile("ascend950", 10, True, True, _TABLE_A2, sum_layout=1,
+                            sum_geometry=SumGeometry(piece_co=128, piece_red=256, pieces=32, gw_segment=65536,
+                                                     gi_segment=32768),
+                            always_deterministic=True, eight_bit_operands=True),
     "ascend910": SocProfile("ascend910", 11, False, False, _TABLE_910),
 }
 DEFAULT_SOC = "ascend910b"
@@ -226,10 +244,10 @@ def resolve_options(profile, **overrides):
 
 
 def accumulation_mode(profile, compute, options, default_k0=None):
-    """(acc, k0, layout) for the kernels: the accumulation form's code, the block size (block_size, else
-    default_k0 when given (8-bit operands: formats.K0_8BIT), else k0 of the compute precision) and the profile's order of
-    partial sums."""
+    """(acc, k0, layout, geometry) for the kernels: the accumulation form's code, the block size (block_size, else
+    default_k0 when given (8-bit operands: formats.K0_8BIT), else k0 of the compute precision), the profile's order
+    of partial sums and (layout 1) its pieces and segments (a SumGeometry, else ())."""
     acc = ACCUMULATIONS[options["accumulation"]]
     k0 = (options["block_size"] if options["block_size"] is not None
           else default_k0 if default_k0 is not None else K0[compute])
-    return acc, int(k0), profile.sum_layout
+    return acc, int(k0), profile.sum_layout, tuple(profile.sum_geometry or ())

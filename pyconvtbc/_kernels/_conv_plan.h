@@ -152,14 +152,18 @@ static int64_t ct_mul_ok(int64_t a, int64_t b, int *ok) {
     return a * b;
 }
 
-/* gi_buf / gw_buf: whether gi / gw need fp32 task tiles (else they accumulate in the fp32 output itself) */
-/* acc, k0, layout: the accumulation model (_conv_cube.h; acc 0 = sequential, k0 and layout then unused) */
-static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K,
-                        int64_t pad, int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout,
-                        const ct_ukr *U) {
+/* ascend950's pieces and segments (profiles.SumGeometry, handed in from the SoC profile: no chip's number is
+ * written here) */
+typedef struct { int64_t piece_co, piece_red, pieces, gw_segment, gi_segment; } ct_geom;
+
+/* the planner's sizes of the operands' packed copies (floats), decided step by step */
+typedef struct { int64_t nd, nx, nw, ndc, nch; int prod; } ct_sizes;
+
+/* sizes, form and pack tasks; -1 for a bad or overflowing size */
+static int ct_plan_problem(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
+                           int acc, int64_t k0, int layout, ct_sizes *Z) {
     int ok = 1;
-    memset(P, 0, sizeof(*P));
-    if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0 || nthreads < 1) return -1;
+    if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 0 || pad < 0) return -1;
     if (acc < CT_ACC_SEQ || acc > CT_ACC_RZ || (acc != CT_ACC_SEQ && (k0 < 1 || k0 > 64 || layout < 0 || layout > 1))) return -1;
     P->sm.acc = acc; P->sm.k0 = k0 > 0 ? k0 : 1; P->sm.layout = layout;
     /* the per-item gradWeight chains of layout 0 read the rows of one b: keep X's contiguous, and copy DY's (the
@@ -170,9 +174,9 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     if (P->T_out < 0) return -1;
     P->RI = ct_mul_ok(T_in, B, &ok);
     P->RO = ct_mul_ok(P->T_out, B, &ok);
-    int64_t nd = ct_mul_ok(P->RO, Cout, &ok);
-    int64_t nx = ct_mul_ok(P->RI, Cin, &ok);
-    int64_t nw = ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok);
+    Z->nd = ct_mul_ok(P->RO, Cout, &ok);
+    Z->nx = ct_mul_ok(P->RI, Cin, &ok);
+    Z->nw = ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok);
     if (!ok) return -1;
     P->tk.nq = ct_cdiv(Cout, CT_PO);
     P->tk.nxp = ct_cdiv(Cin, CT_PX);
@@ -181,55 +185,66 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->tk.n_x_chunks = ct_cdiv(P->RI, CT_PR);
     P->tk.n_xg = ct_cdiv(P->tk.nxp, CT_XG);
     /* packs are needed only where the products are: with no product, gi/gw are zeros */
-    int64_t prod = (P->RI > 0 && Cin > 0 && Cout > 0 && K > 0 && P->RO > 0);
+    Z->prod = (P->RI > 0 && Cin > 0 && Cout > 0 && K > 0 && P->RO > 0);
     P->tk.n_pack_dy = P->tk.n_dy_chunks * P->tk.nq;          /* always: gb needs the sums */
-    P->tk.n_pack_x = prod ? P->tk.n_x_chunks * P->tk.n_xg : 0;
-    P->tk.n_pack_w = prod ? K * P->tk.nwp : 0;
+    P->tk.n_pack_x = Z->prod ? P->tk.n_x_chunks * P->tk.n_xg : 0;
+    P->tk.n_pack_w = Z->prod ? K * P->tk.nwp : 0;
     P->tk.n_pack = P->tk.n_pack_dy + P->tk.n_pack_x + P->tk.n_pack_w;
-    /* compute tasks */
-    P->tk.n_gi_rb = Cin > 0 ? ct_cdiv(P->RI, CT_MCI) : 0;
-    P->tk.n_gi_jb = ct_cdiv(Cin, CT_NCI);
-    P->tk.n_gi = P->tk.n_gi_rb * P->tk.n_gi_jb;
+    return 0;
+}
+
+/* gi tasks, and gw tasks: k groups x ci blocks x co blocks.  k per task: the DY rows of a row block are reused by
+ * every k of the task; its fp32 tiles (k x ci x co) should stay within ~512 KiB of L2; groups are balanced
+ * (K = 5 -> 3 + 2, not 4 + 1).  Then, while there are fewer than min(4, threads) tasks (2 threads could not share
+ * gw with gi), split: ci blocks, then co blocks, then k groups down to the register pass (ci and co halves are
+ * even, where K = 3 split into 3 tasks that 2 threads ran in 2 rounds; and a ci block reads only its own X rows).
+ * Not more: every task of a split reads all its DY rows again (the cube forms copy them), so one thread keeps one
+ * task.  Measured on a Xeon, cube (512,32,32,32,3,1): 2.19 -> 1.65 ms on 1 thread; on 2 threads 1.14 -> 1.03 ms
+ * with 3 tasks instead of 6, -> 0.93 ms with 2 ci halves.  None of it changes a gw sum: each element is one chain
+ * over the rows. */
+static void ct_plan_tasks(ct_plan *P, int64_t nthreads) {
+    int64_t K = P->K, Cin = P->Cin, Cout = P->Cout;
+    ct_tasks *t = &P->tk;
+    t->n_gi_rb = Cin > 0 ? ct_cdiv(P->RI, CT_MCI) : 0;
+    t->n_gi_jb = ct_cdiv(Cin, CT_NCI);
+    t->n_gi = t->n_gi_rb * t->n_gi_jb;
     /* k per register pass: narrow channels keep up to 3 k x 8 ci x 16 co accumulators in registers */
-    P->tk.gw_nkr = (Cout <= 16 && K > 0) ? ct_max(1, ct_min(K, ct_min(3, 24 / ct_max(1, ct_min(CT_PX, Cin))))) : 1;
-    /* gw tasks: k groups x ci blocks x co blocks.  k per task: the DY rows of a row block are reused by every
-     * k of the task; its fp32 tiles (k x ci x co) should stay within ~512 KiB of L2; groups are balanced
-     * (K = 5 -> 3 + 2, not 4 + 1).  Then, while there are fewer than min(4, threads) tasks (2 threads could
-     * not share gw with gi), split: ci blocks, then co blocks, then k groups down to the register pass (ci
-     * and co halves are even, where K = 3 split into 3 tasks that 2 threads ran in 2 rounds; and a ci block
-     * reads only its own X rows).  Not more: every task of a split reads all its DY rows again (the cube forms
-     * copy them), so one thread keeps one task.  Measured on a Xeon, cube (512,32,32,32,3,1): 2.19 -> 1.65 ms
-     * on 1 thread; on 2 threads 1.14 -> 1.03 ms with 3 tasks instead of 6, -> 0.93 ms with 2 ci halves.
-     * None of it changes a gw sum: each element is one chain over the rows. */
-    P->tk.gw_mc = ct_min(CT_MCW, ct_up(ct_max(Cin, 1), CT_PX));
-    P->tk.gw_nc = ct_min(CT_NCW, ct_up(ct_max(Cout, 1), CT_PO));
+    t->gw_nkr = (Cout <= 16 && K > 0) ? ct_max(1, ct_min(K, ct_min(3, 24 / ct_max(1, ct_min(CT_PX, Cin))))) : 1;
+    t->gw_mc = ct_min(CT_MCW, ct_up(ct_max(Cin, 1), CT_PX));
+    t->gw_nc = ct_min(CT_NCW, ct_up(ct_max(Cout, 1), CT_PO));
+    t->gw_kg = 1;
     if (K > 0) {
-        int64_t tile = ct_max(1, ct_min(P->tk.gw_mc, Cin) * ct_min(P->tk.gw_nc, Cout) * 4);
-        int64_t gmax = ct_max(P->tk.gw_nkr, ct_min(K, (512 * 1024) / tile));
-        P->tk.gw_kg = ct_cdiv(K, ct_cdiv(K, gmax));
+        int64_t tile = ct_max(1, ct_min(t->gw_mc, Cin) * ct_min(t->gw_nc, Cout) * 4);
+        int64_t gmax = ct_max(t->gw_nkr, ct_min(K, (512 * 1024) / tile));
+        t->gw_kg = ct_cdiv(K, ct_cdiv(K, gmax));
         for (;;) {
-            int64_t nt = ct_cdiv(K, P->tk.gw_kg) * ct_cdiv(Cin, P->tk.gw_mc) * ct_cdiv(Cout, P->tk.gw_nc);
+            int64_t nt = ct_cdiv(K, t->gw_kg) * ct_cdiv(Cin, t->gw_mc) * ct_cdiv(Cout, t->gw_nc);
             if (nt >= ct_min(4, ct_max(1, nthreads))) break;
-            if (P->tk.gw_mc > CT_PX && P->tk.gw_mc < 2 * Cin) P->tk.gw_mc = ct_up(P->tk.gw_mc / 2, CT_PX);
-            else if (P->tk.gw_nc > CT_PO && P->tk.gw_nc < 2 * Cout) P->tk.gw_nc = ct_up(P->tk.gw_nc / 2, CT_PO);
-            else if (P->tk.gw_kg > P->tk.gw_nkr) P->tk.gw_kg = ct_max(P->tk.gw_nkr, P->tk.gw_kg / 2);
+            if (t->gw_mc > CT_PX && t->gw_mc < 2 * Cin) t->gw_mc = ct_up(t->gw_mc / 2, CT_PX);
+            else if (t->gw_nc > CT_PO && t->gw_nc < 2 * Cout) t->gw_nc = ct_up(t->gw_nc / 2, CT_PO);
+            else if (t->gw_kg > t->gw_nkr) t->gw_kg = ct_max(t->gw_nkr, t->gw_kg / 2);
             else break;
         }
-    } else {
-        P->tk.gw_kg = 1;
     }
-    P->tk.n_gw_ib = ct_cdiv(Cin, P->tk.gw_mc);
-    P->tk.n_gw_ob = ct_cdiv(Cout, P->tk.gw_nc);
-    P->tk.n_gw1 = P->tk.n_gw = ct_cdiv(K, P->tk.gw_kg) * P->tk.n_gw_ib * P->tk.n_gw_ob;
-    /* ascend950 (layout 1): pieces when the output has fewer than 32 blocks of 128 co x 256 (ci, k): P = 32 // nb;
-     * gw segments of 65536 positions, gi segments of 32768 reduction elements when K*Cout >= 32768 */
-    if (acc != CT_ACC_SEQ && layout == 1) {
-        int64_t nb = ct_cdiv(Cout, 128) * ct_cdiv(ct_mul_ok(Cin, K, &ok), 256);
-        P->sm.gw_pieces = (prod && nb > 0 && nb < 32) ? 32 / nb : 1;
-        P->sm.gw_seg = ct_max(1, 65536 / P->sm.k0);
-        if (ct_mul_ok(K, Cout, &ok) >= 32768) P->sm.gi_seg = ct_max(1, 32768 / P->sm.k0);
-    } else {
-        P->sm.gw_pieces = 1;
+    t->n_gw_ib = ct_cdiv(Cin, t->gw_mc);
+    t->n_gw_ob = ct_cdiv(Cout, t->gw_nc);
+    t->n_gw1 = t->n_gw = ct_cdiv(K, t->gw_kg) * t->n_gw_ib * t->n_gw_ob;
+}
+
+/* layout 1 (ascend950, geometry g): pieces when the output has fewer than g->pieces blocks of g->piece_co co x
+ * g->piece_red (ci, k): P = pieces // blocks; gw segments of g->gw_segment positions, gi segments of g->gi_segment
+ * reduction elements when K*Cout >= g->gi_segment */
+static int ct_plan_pieces(ct_plan *P, const ct_geom *g, int prod) {
+    int ok = 1;
+    int64_t K = P->K, Cin = P->Cin, Cout = P->Cout;
+    P->sm.gw_pieces = 1;
+    if (P->sm.acc != CT_ACC_SEQ && P->sm.layout == 1) {
+        if (!g || g->piece_co < 1 || g->piece_red < 1 || g->pieces < 1 || g->gw_segment < 1 || g->gi_segment < 1)
+            return -1;
+        int64_t nb = ct_cdiv(Cout, g->piece_co) * ct_cdiv(ct_mul_ok(Cin, K, &ok), g->piece_red);
+        P->sm.gw_pieces = (prod && nb > 0 && nb < g->pieces) ? g->pieces / nb : 1;
+        P->sm.gw_seg = ct_max(1, g->gw_segment / P->sm.k0);
+        if (ct_mul_ok(K, Cout, &ok) >= g->gi_segment) P->sm.gi_seg = ct_max(1, g->gi_segment / P->sm.k0);
     }
     if (P->sm.gw_pieces > 1) {
         P->tk.n_gw = P->tk.n_gw1 * P->sm.gw_pieces;
@@ -239,54 +254,66 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->tk.gi_ld = ct_min(CT_NCI, Cin);
     P->tk.gw_ld = ct_min(P->tk.gw_nc, Cout);
     P->tk.gi_tile = ct_up(ct_min(CT_MCI, P->RI) * P->tk.gi_ld, CT_ALIGN / 4);
-    /* DY streamed in windows (_conv_stream.h) when its packed copy would exceed CT_WIN_BYTES.  Pass 1 (gi)
-     * windows hold whole gi row blocks plus the K-1 time steps around them that their taps read; pass 2 (gw)
-     * windows are whole blocks of k0 chain rows (layout-0 cube forms: whole items, or k0-aligned t ranges of one
-     * item), so no block and no order changes. */
+    return ok ? 0 : -1;
+}
+
+/* DY streamed in windows (_conv_stream.h) when its packed copy would exceed CT_WIN_BYTES.  Pass 1 (gi) windows hold
+ * whole gi row blocks plus the K-1 time steps around them that their taps read; pass 2 (gw) windows are whole
+ * blocks of k0 chain rows (layout-0 cube forms: whole items, or k0-aligned t ranges of one item), so no block and
+ * no order changes. */
+static void ct_plan_stream(ct_plan *P, int gw_buf, ct_sizes *Z, int *ok) {
+    int64_t B = P->B, K = P->K, Cout = P->Cout, acc = P->sm.acc;
     P->ws.dy_ps = P->RO;
-    if (prod && ct_win_force >= 0) {
-        int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cout);
-        int64_t halo = ct_mul_ok(K - 1, B, &ok);
-        int64_t w1_rb = ct_max(1, (target - halo) / CT_MCI);
-        int64_t rows1 = ct_min(P->RO, ct_min(w1_rb, P->tk.n_gi_rb) * CT_MCI + halo);
-        int64_t ka = acc == CT_ACC_SEQ ? 1 : P->sm.k0;
-        int64_t w2 = ct_max(ka, target / ka * ka), rows2, n_w2, items = 0;
-        if (acc != CT_ACC_SEQ && layout == 0) {
-            if (P->T_out <= w2) {
-                items = ct_min(B, ct_max(1, w2 / P->T_out));
-                rows2 = items * P->T_out;
-                n_w2 = ct_cdiv(B, items);
-            } else {
-                rows2 = w2;
-                n_w2 = ct_mul_ok(B, ct_cdiv(P->T_out, w2), &ok);
-            }
+    if (!Z->prod || ct_win_force < 0) return;
+    int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cout);
+    int64_t halo = ct_mul_ok(K - 1, B, ok);
+    int64_t w1_rb = ct_max(1, (target - halo) / CT_MCI);
+    int64_t rows1 = ct_min(P->RO, ct_min(w1_rb, P->tk.n_gi_rb) * CT_MCI + halo);
+    int64_t ka = acc == CT_ACC_SEQ ? 1 : P->sm.k0;
+    int64_t w2 = ct_max(ka, target / ka * ka), rows2, n_w2, items = 0;
+    if (acc != CT_ACC_SEQ && P->sm.layout == 0) {
+        if (P->T_out <= w2) {
+            items = ct_min(B, ct_max(1, w2 / P->T_out));
+            rows2 = items * P->T_out;
+            n_w2 = ct_cdiv(B, items);
         } else {
-            rows2 = ct_min(w2, P->RO);
-            n_w2 = ct_cdiv(P->RO, w2);
+            rows2 = w2;
+            n_w2 = ct_mul_ok(B, ct_cdiv(P->T_out, w2), ok);
         }
-        int64_t wr = ct_max(rows1, rows2);
-        if (ok && wr < P->RO) {
-            P->st.win = 1;
-            P->st.win_rows = P->ws.dy_ps = wr;
-            P->st.w1_rb = w1_rb;
-            P->st.n_w1 = ct_cdiv(P->tk.n_gi_rb, w1_rb);
-            P->st.w2_rows = w2;
-            P->st.w2_items = items;
-            P->st.n_w2 = n_w2;
-            nd = ct_mul_ok(wr, Cout, &ok);
-            if (gw_buf && P->sm.gw_pieces == 1)    /* gw's fp32 sums (at pcb) are cast by the tree tasks */
-                P->tk.n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, Cin, &ok), Cout, &ok), CT_TREE_CHUNK);
-        }
+    } else {
+        rows2 = ct_min(w2, P->RO);
+        n_w2 = ct_cdiv(P->RO, w2);
     }
-    /* narrow channels, ascend910b / ascend910 "cube" (_conv_narrow.h): lanes along the items (gw) and the rows
-     * (gi) instead of the few channels.  Its per-item chains (K*Cin*Cout floats per item, B rounded up to whole
-     * item blocks) take pcb's place, when they are no larger than the operands. */
-    int64_t nch = 0;
-    if (acc == CT_ACC_CUBE && layout == 0 && prod && !P->st.win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW &&
-        B >= 8 && !P->sm.gi_seg) {
+    int64_t wr = ct_max(rows1, rows2);
+    if (!*ok || wr >= P->RO) return;
+    P->st.win = 1;
+    P->st.win_rows = P->ws.dy_ps = wr;
+    P->st.w1_rb = w1_rb;
+    P->st.n_w1 = ct_cdiv(P->tk.n_gi_rb, w1_rb);
+    P->st.w2_rows = w2;
+    P->st.w2_items = items;
+    P->st.n_w2 = n_w2;
+    Z->nd = ct_mul_ok(wr, Cout, ok);
+    if (gw_buf && P->sm.gw_pieces == 1)    /* gw's fp32 sums (at pcb) are cast by the tree tasks */
+        P->tk.n_post = ct_cdiv(ct_mul_ok(ct_mul_ok(K, P->Cin, ok), Cout, ok), CT_TREE_CHUNK);
+}
+
+/* narrow channels, ascend910b / ascend910 "cube" (_conv_narrow.h): lanes along the items (gw) and the rows (gi)
+ * instead of the few channels.  Its per-item chains (K*Cin*Cout floats per item, B rounded up to whole item
+ * blocks) take pcb's place, when they are no larger than the operands.  And ascend950 "cube" with narrow channels
+ * (narrow_gi): gradInput on the narrow kernels, from a channel-major copy of DY whose room is kept on every
+ * instruction set, so that a workspace sized under one fits a run under another (U->narrow_gi_max_cin: the AVX2
+ * path keeps its general kernels above 4 gradInput channels, whose 8 lanes along Cin are then full enough: the
+ * narrow ones took 5-12% longer at Cin = 8). */
+static void ct_plan_narrow(ct_plan *P, const ct_ukr *U, int64_t nthreads, ct_sizes *Z, int *ok) {
+    int64_t B = P->B, K = P->K, Cin = P->Cin, Cout = P->Cout;
+    int fits = Z->prod && !P->st.win && ct_narrow_on && Cin <= CT_NW && Cout <= CT_NW && !P->sm.gi_seg &&
+               P->sm.acc == CT_ACC_CUBE;
+    if (fits && P->sm.layout == 0 && B >= 8) {
         int ok2 = 1;
-        nch = ct_mul_ok(nw, ct_up(B, CT_NB), &ok2);
-        if (ok2 && nch <= nd + nx) {
+        int64_t nch = ct_mul_ok(Z->nw, ct_up(B, CT_NB), &ok2);
+        if (ok2 && nch <= Z->nd + Z->nx) {
+            Z->nch = nch;
             P->nr.narrow = 1;
             P->sm.bmajor = 0;
             /* gw tasks of several item blocks each (ct_gwn_task), on half the threads, the many short gi tasks on
@@ -298,22 +325,16 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
             P->nr.nli = ct_gwn_rows(P->sm.k0, K) * CT_NB + 16;
             P->tk.n_pack = P->tk.n_pack - P->tk.n_pack_x;
             P->tk.n_pack_x = 0;
-            nd = Cout * P->nr.nlo;
-            nx = 0;
+            Z->nd = Cout * P->nr.nlo;
+            Z->nx = 0;
             P->tk.n_gi_rb = P->tk.n_gi = ct_cdiv(P->RI, CT_NR);
             P->tk.n_gi_jb = 1;
             P->tk.n_comp = P->tk.n_gi + P->tk.n_gw;
-            P->tk.n_post = ct_cdiv(nw, CT_TREE_CHUNK);
+            P->tk.n_post = ct_cdiv(Z->nw, CT_TREE_CHUNK);
         }
-    }
-    /* (see narrow_gi; the copy's room is kept on every instruction set, so that a workspace sized under one
-     * fits a run under another: the AVX2 path keeps its general kernels above 4 gradInput channels, whose 8
-     * lanes along Cin are then full enough: the narrow ones took 5-12% longer at Cin = 8) */
-    int64_t ndc = 0;
-    if (!P->nr.narrow && acc == CT_ACC_CUBE && layout == 1 && prod && !P->st.win && ct_narrow_on && Cin <= CT_NW &&
-        Cout <= CT_NW && !P->sm.gi_seg) {
+    } else if (fits && P->sm.layout == 1) {
         P->nr.nlo = ct_up(P->RO, 16) + 16;
-        ndc = ct_mul_ok(Cout, P->nr.nlo, &ok);
+        Z->ndc = ct_mul_ok(Cout, P->nr.nlo, ok);
         if (Cin <= U->narrow_gi_max_cin) {
             P->nr.narrow_gi = 1;
             P->tk.n_gi_rb = P->tk.n_gi = ct_cdiv(P->RI, CT_NR);
@@ -321,6 +342,11 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
             P->tk.n_comp = P->tk.n_gi + P->tk.n_gw;
         }
     }
+}
+
+/* the threads' buffers, then the workspace's regions in order */
+static int ct_plan_workspace(ct_plan *P, int gi_buf, int gw_buf, int64_t nthreads, const ct_sizes *Z, int ok) {
+    int64_t Cin = P->Cin, Cout = P->Cout, acc = P->sm.acc, prod = Z->prod;
     /* gw tile (outputs other than fp32), then, for the cube forms, the chain tile [gw_kg][gw_mc][gw_ld] */
     int64_t gwt = gw_buf ? ct_up(P->tk.gw_kg * ct_min(P->tk.gw_mc, Cin) * P->tk.gw_ld, CT_ALIGN / 4) : 0;
     P->ws.gw_ctile_off = gwt;
@@ -334,22 +360,39 @@ static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_
     P->ws.n_cbuf = P->tk.n_comp > 0 ? ct_min(nthreads, P->tk.n_comp) : 0;
     P->tk.nthreads_max = P->tk.n_comp > 0 ? ct_min(nthreads, P->tk.n_comp) : 1;
     if (cb == 0) P->ws.n_cbuf = 0;
-    /* layout */
     int64_t o = 0;
-    P->ws.off_dyp = o; o += ct_up(prod ? nd : 0, CT_ALIGN / 4);
-    P->ws.off_dyc = o; o += ct_up(ndc, CT_ALIGN / 4);
-    P->ws.off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
-    P->ws.off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
+    P->ws.off_dyp = o; o += ct_up(prod ? Z->nd : 0, CT_ALIGN / 4);
+    P->ws.off_dyc = o; o += ct_up(Z->ndc, CT_ALIGN / 4);
+    P->ws.off_xp = o; o += ct_up(prod ? Z->nx : 0, CT_ALIGN / 4);
+    P->ws.off_wp = o; o += ct_up(prod ? Z->nw : 0, CT_ALIGN / 4);
     P->tk.n_gb_parts = Cout > 0 ? ct_cdiv(P->RO, CT_GBR) : 0;
     P->ws.off_gbp = o; o += ct_up(ct_mul_ok(P->tk.n_gb_parts, Cout, &ok), CT_ALIGN / 4);
     P->ws.off_cbuf = o; o += ct_mul_ok(P->ws.cbuf_stride, P->ws.n_cbuf, &ok);
     P->ws.off_pcb = o;
-    if (P->nr.narrow) o += nch;
-    else if ((P->sm.gw_pieces > 1 && prod) || (P->st.win && gw_buf)) o += ct_mul_ok(P->sm.gw_pieces, nw, &ok);
-    P->ws.off_gwc = o; if (P->st.win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->sm.gw_pieces, nw, &ok);
+    if (P->nr.narrow) o += Z->nch;
+    else if ((P->sm.gw_pieces > 1 && prod) || (P->st.win && gw_buf)) o += ct_mul_ok(P->sm.gw_pieces, Z->nw, &ok);
+    P->ws.off_gwc = o; if (P->st.win && acc != CT_ACC_SEQ) o += ct_mul_ok(P->sm.gw_pieces, Z->nw, &ok);
     if (!ok || o > INT64_MAX / 8) return -1;
     P->ws.total_floats = o;
     return 0;
+}
+
+/* The backward's plan: sizes, tasks, workspace layout.  Returns 0, or -1 for a bad or overflowing size.
+ * gi_buf / gw_buf: whether gi / gw need fp32 task tiles (else they accumulate in the fp32 output itself);
+ * acc, k0, layout: the accumulation model (_conv_cube.h; acc 0 = sequential, k0 and layout then unused);
+ * g: layout 1's pieces and segments (the SoC profile's); U: the micro-kernels the call will use (block sizes). */
+static int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K,
+                        int64_t pad, int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout,
+                        const ct_geom *g, const ct_ukr *U) {
+    int ok = 1;
+    ct_sizes Z = {0, 0, 0, 0, 0, 0};
+    memset(P, 0, sizeof(*P));
+    if (nthreads < 1 || ct_plan_problem(P, T_in, B, Cin, Cout, K, pad, acc, k0, layout, &Z) != 0) return -1;
+    ct_plan_tasks(P, nthreads);
+    if (ct_plan_pieces(P, g, Z.prod) != 0) return -1;
+    ct_plan_stream(P, gw_buf, &Z, &ok);
+    ct_plan_narrow(P, U, nthreads, &Z, &ok);
+    return ct_plan_workspace(P, gi_buf, gw_buf, nthreads, &Z, ok);
 }
 
 /* Zero-copy panels.  A DY panel is [rows][wq] fp32 and an X panel [rows][wi] fp32: when an operand has a single

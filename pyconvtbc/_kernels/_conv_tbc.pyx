@@ -15,6 +15,7 @@ from cython.parallel cimport prange, parallel, threadid
 cimport numpy as cnp
 from ._openmp cimport pyconvtbc_omp_barrier
 from libc.stdint cimport int64_t, uintptr_t, uint8_t, uint16_t
+from libc.string cimport memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from cpython.exc cimport PyErr_Fetch, PyErr_Restore
 from cpython.ref cimport PyObject
@@ -86,8 +87,11 @@ cdef extern from "_conv_gemm.h" nogil:
         void *poll_ctx
     void ct_plan_direct(ct_plan *P)
     int ct_dt_size(int dt)
+    ctypedef struct ct_geom:
+        int64_t piece_co, piece_red, pieces, gw_segment, gi_segment
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
-                     int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout, const ct_ukr *U)
+                     int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout, const ct_geom *g,
+                     const ct_ukr *U)
     void ct_pack_task(const ct_plan *P, int64_t task)
     void ct_comp_task(const ct_plan *P, int64_t task, float *cb)
     void ct_post_task(const ct_plan *P, int64_t task)
@@ -339,28 +343,63 @@ def _last_stamps():
 ACC_SEQUENTIAL, ACC_CUBE, ACC_CUBE_WIDE, ACC_CUBE_RZ = CT_ACC_SEQ, CT_ACC_CUBE, CT_ACC_WIDE, CT_ACC_RZ
 
 
-def _acc_mode(mode):
-    """(acc, k0, layout) of a mode tuple: 5 entries = the sequential form; 8 = (..., acc, k0, layout)."""
-    if len(mode) == 5:
-        return CT_ACC_SEQ, 1, 0
-    if len(mode) != 8:
-        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate[, acc, k0, "
-                         f"layout]), got {mode!r}")
-    acc, k0, layout = int(mode[5]), int(mode[6]), int(mode[7])
-    if not CT_ACC_SEQ <= acc <= CT_ACC_RZ or not 1 <= k0 <= 64 or layout not in (0, 1):
-        raise ValueError(f"bad accumulation mode (acc, k0, layout) = {(acc, k0, layout)!r}")
-    return acc, k0, layout
+# The options a call runs with: ``pyconvtbc._handoff.Mode``, read here by field name (the one place the kernels
+# take them from Python).  A plain tuple is the older positional form, still accepted for direct callers (tests):
+# (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate[, acc, k0, X]) with X the backward's layout or the
+# forward's pre-cast rounding.  Layout 1's pieces and segments then come from the SoC profile of that layout.
+cdef struct _mode_t:
+    int compute, hbits, hrnd, hif8_rnd, saturate, acc, layout, pre
+    int64_t k0
+    ct_geom geom
+
+
+def _profile_geometry(int layout):
+    from pyconvtbc.profiles import PROFILES
+    for p in PROFILES.values():
+        if p.sum_layout == layout and p.sum_geometry is not None:
+            return tuple(p.sum_geometry)
+    return ()
+
+
+cdef int _read_mode(_mode_t *m, mode, bint forward) except -1:
+    memset(m, 0, sizeof(_mode_t))
+    if hasattr(mode, "_fields"):                  # the typed record
+        base = (mode.compute, mode.hf32_mantissa_bits, mode.hf32_rounding, mode.hif8_rounding, mode.saturate)
+        acc, k0, layout, geometry, pre = mode.accumulation, mode.k0, mode.layout, mode.geometry, mode.pre
+    elif len(mode) == 5 and not forward:
+        base, acc, k0, layout, geometry, pre = tuple(mode), CT_ACC_SEQ, 1, 0, (), CT_C_FP32
+    elif len(mode) == 8:
+        base, acc, k0 = tuple(mode[:5]), mode[5], mode[6]
+        layout, pre = (0, mode[7]) if forward else (mode[7], CT_C_FP32)
+        geometry = () if forward else _profile_geometry(int(layout))
+    else:
+        raise ValueError(f"mode must be a Mode record, or (compute, hf32_bits, hf32_rounding, hif8_rounding, "
+                         f"saturate{', acc, k0, pre' if forward else '[, acc, k0, layout]'}), got {mode!r}")
+    m.compute, m.hbits, m.hrnd, m.hif8_rnd = [int(v) for v in base[:4]]
+    m.saturate = 1 if base[4] else 0
+    m.acc, m.k0, m.layout, m.pre = int(acc), int(k0), int(layout), int(pre)
+    if m.compute < CT_C_FP32 or m.compute > CT_C_BF16:
+        raise ValueError(f"unknown compute precision {m.compute}")
+    if not CT_ACC_SEQ <= m.acc <= CT_ACC_RZ or not 1 <= m.k0 <= 64 or m.layout not in (0, 1):
+        raise ValueError(f"bad accumulation mode (acc, k0, layout) = {(m.acc, m.k0, m.layout)!r}")
+    if m.layout == 1 and m.acc != CT_ACC_SEQ:
+        if len(geometry) != 5 or min(int(v) for v in geometry) < 1:
+            raise ValueError(f"layout 1 needs its geometry (piece_co, piece_red, pieces, gw_segment, gi_segment), "
+                             f"got {geometry!r}")
+        m.geom.piece_co, m.geom.piece_red, m.geom.pieces, m.geom.gw_segment, m.geom.gi_segment = [
+            int(v) for v in geometry]
+    return 0
 
 
 cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, int gw_dt, int acc=CT_ACC_SEQ,
-               int k0=1, int layout=0) except -1:
+               int k0=1, int layout=0, const ct_geom *geom=NULL) except -1:
     if len(shape) != 6:
         raise ValueError(f"shape must be (T_in, B, Cin, Cout, K, pad), got {shape!r}")
     T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
     # fp32 outputs accumulate in place; other dtypes (and gi rounded to FP16/BF16 first) need fp32 tiles
     cdef int gi_buf = gi_dt != CT_DT_F32 or compute == CT_C_FP16 or compute == CT_C_BF16
     cdef int gw_buf = gw_dt != CT_DT_F32
-    if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout,
+    if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout, geom,
                     &_tables[_knobs.isa]) != 0:
         raise ValueError(f"invalid or too large shape {tuple(shape)!r}")
     return 0
@@ -371,9 +410,11 @@ cdef int _plan_sizes(ct_plan *P, shape, compute, dtypes, num_threads) except -1:
     a whole mode tuple (see ``run``); dtypes the six (dy, x, w, gi, gw, gb) codes."""
     if len(dtypes) != 6:
         raise ValueError(f"dtypes must be (dy, x, w, gi, gw, gb) codes, got {dtypes!r}")
+    cdef _mode_t m
     if isinstance(compute, tuple):
-        acc, k0, layout = _acc_mode(compute)
-        return _plan(P, shape, int(num_threads), int(compute[0]), int(dtypes[3]), int(dtypes[4]), acc, k0, layout)
+        _read_mode(&m, compute, False)
+        return _plan(P, shape, int(num_threads), m.compute, int(dtypes[3]), int(dtypes[4]), m.acc, m.k0, m.layout,
+                     &m.geom)
     return _plan(P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
 
 
@@ -445,7 +486,7 @@ def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, perm=No
 
 
 def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w not None, cnp.ndarray gi not None,
-               cnp.ndarray gw not None, cnp.ndarray gb not None, tuple codes, tuple shape, tuple mode,
+               cnp.ndarray gw not None, cnp.ndarray gb not None, tuple codes, tuple shape, mode,
                cnp.ndarray ws, num_threads, perm=None, cancel=None):
     """``run`` for NumPy arrays (the NumPy layer's per-call path): addresses and strides are read here, in C.
 
@@ -507,19 +548,14 @@ cdef object _set_perm(ct_plan *P, perm):
 
 cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, int gi_dt, int gw_dt) except -1:
     cdef Py_ssize_t nt = max(1, int(num_threads))
-    if len(mode) not in (5, 8):
-        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate[, acc, k0, "
-                         f"layout]), got {mode!r}")
-    cdef int compute = int(mode[0])
-    if compute < CT_C_FP32 or compute > CT_C_BF16:
-        raise ValueError(f"unknown compute precision {compute}")
-    acc, k0, layout = _acc_mode(mode)
-    _plan(P, shape, nt, compute, gi_dt, gw_dt, acc, k0, layout)
-    P.compute = compute
-    P.hbits = int(mode[1])
-    P.hrnd = int(mode[2])
-    P.hif8_rnd = int(mode[3])
-    P.saturate = 1 if mode[4] else 0
+    cdef _mode_t m
+    _read_mode(&m, mode, False)
+    _plan(P, shape, nt, m.compute, gi_dt, gw_dt, m.acc, m.k0, m.layout, &m.geom)
+    P.compute = m.compute
+    P.hbits = m.hbits
+    P.hrnd = m.hrnd
+    P.hif8_rnd = m.hif8_rnd
+    P.saturate = m.saturate
     return 0
 
 
@@ -756,13 +792,11 @@ _FWD_IN_DTYPES = _FWD_OUT_DTYPES     # HiFloat8 operands are decoded while they 
 cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
     if len(shape) != 6:
         raise ValueError(f"shape must be (T_in, B, Cin, Cout, K, pad), got {shape!r}")
-    if len(mode) != 8:
-        raise ValueError(f"mode must be (compute, hf32_bits, hf32_rounding, hif8_rounding, saturate, acc, k0, "
-                         f"pre), got {mode!r}")
+    cdef _mode_t m
+    _read_mode(&m, mode, True)
     T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
-    compute, hbits, hrnd, hif8_rnd, saturate, acc, k0, pre = [int(v) for v in mode]
-    if compute < CT_C_FP32 or compute > CT_C_BF16:
-        raise ValueError(f"unknown compute precision {compute}")
+    compute, hbits, hrnd, hif8_rnd, saturate, acc, k0, pre = (m.compute, m.hbits, m.hrnd, m.hif8_rnd, m.saturate,
+                                                               m.acc, m.k0, m.pre)
     if out_dt not in _FWD_OUT_DTYPES:
         raise ValueError(f"out: unsupported dtype code {out_dt}")
     if ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre,
@@ -802,7 +836,7 @@ def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, canc
 
 
 def run_forward_arrays(cnp.ndarray x not None, cnp.ndarray w not None, cnp.ndarray start not None,
-                       cnp.ndarray out not None, int in_dt, int out_dt, tuple shape, tuple mode, cnp.ndarray ws,
+                       cnp.ndarray out not None, int in_dt, int out_dt, tuple shape, mode, cnp.ndarray ws,
                        num_threads):
     """``run_forward`` for NumPy arrays (the NumPy layer's per-call path): addresses and strides are read here,
     in C.  x, w: arrays of the planned shapes, dtype code in_dt (any strides); start: the Cout fp32 start values
