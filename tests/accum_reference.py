@@ -61,7 +61,12 @@ def pairwise_tree(vals):
     return vals[0]
 
 
-def grad_weight(x, dy, K, pad, form, k0, soc="ascend910b", order=None):
+# ascend950's pieces and segments (piece_co, piece_red, pieces, gw_segment, gi_segment), written here independently
+# of pyconvtbc.profiles; a test may pass other numbers (geometry=) for a test-only chip
+GEOMETRY_950 = (128, 256, 32, 65536, 32768)
+
+
+def grad_weight(x, dy, K, pad, form, k0, soc="ascend910b", order=None, geometry=None):
     """gradWeight[k, ci, co] of the model.  x (T_in, B, Cin), dy (T_out, B, Cout) float32 (rounded operands).
 
     order: the batch order of the per-item chains (ascend910b / ascend910); None = 0..B-1."""
@@ -97,9 +102,10 @@ def grad_weight(x, dy, K, pad, form, k0, soc="ascend910b", order=None):
         else:  # ascend950: positions r = t*B + b
             RO = T_out * B
             nB = -(-RO // k0)
-            nb = -(-Cout // 128) * -(-(Cin * K) // 256)
-            P = 32 // nb if 0 < nb < 32 else 1
-            seg = max(1, 65536 // k0)
+            pco, pred, npieces, gwseg, _ = geometry or GEOMETRY_950
+            nb = -(-Cout // pco) * -(-(Cin * K) // pred)
+            P = npieces // nb if 0 < nb < npieces else 1
+            seg = max(1, gwseg // k0)
             pieces = []
             for i in range(P):
                 b0, b1 = i * nB // P, (i + 1) * nB // P
@@ -117,7 +123,7 @@ def grad_weight(x, dy, K, pad, form, k0, soc="ascend910b", order=None):
     return out
 
 
-def grad_input(dy, w, T_in, pad, form, k0, soc="ascend910b"):
+def grad_input(dy, w, T_in, pad, form, k0, soc="ascend910b", geometry=None):
     """gradInput[t, b, ci] of the model (before the output rounding).  dy (T_out, B, Cout), w (K, Cin, Cout)."""
     T_out, B, Cout = dy.shape
     K, Cin, _ = w.shape
@@ -135,7 +141,8 @@ def grad_input(dy, w, T_in, pad, form, k0, soc="ascend910b"):
                     acc = np.where(ok[:, None, None], new, acc)
         return acc
     nG = -(-Cout // k0)
-    seg = max(1, 32768 // k0) if (soc == "ascend950" and K * Cout >= 32768) else None
+    giseg = (geometry or GEOMETRY_950)[4]
+    seg = max(1, giseg // k0) if ((soc == "ascend950" or geometry) and K * Cout >= giseg) else None
     out = np.zeros((T_in, B, Cin), F32)
     ch = Chain((T_in, B, Cin), form)
     j = 0
