@@ -23,7 +23,7 @@ from .enums import CubeMathType, aclFormat, acl_dtype_of_numpy
 from .memory import memory_limit
 from .profiles import (OPTION_EXPECTED, PROFILES, SocProfile, check_option, get_profile, resolve_options,
                        settings_key)
-from .status import ACLNN_ERR_PARAM_INVALID, exc_text, safe_repr
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, exc_text, safe_repr
 
 
 # ---- array intake ---------------------------------------------------------------------------------
@@ -135,6 +135,8 @@ def plan(op: Operator, problem: Problem, dtypes: tuple, options: dict, num_threa
     """``make_plan`` with the operator's determinism; a problem too large to plan is an AclnnError."""
     try:
         return make_plan(op, problem, dtypes, options, num_threads, op.deterministic(profile, deterministic), profile)
+    except AclnnError:                                     # refused with its own reason (make_plan)
+        raise
     except (ValueError, OverflowError, MemoryError) as e:  # sizes beyond what the kernels can address
         s = problem.shape
         op.numpy_error(ACLNN_ERR_PARAM_INVALID, f"the problem is too large to plan (T_in={s.T_in}, B={s.B}, "

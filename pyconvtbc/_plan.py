@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._handoff import Mode, Shape
-from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS
+from ._kernels._conv_tbc import UnsupportedDtype
+from .formats import HF32_ROUNDINGS, HIF8_ROUNDINGS, data_type
 from .profiles import accumulation_mode
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError
 
 WS_ALIGN = 64  # the kernels get a 64-byte-aligned workspace; phase 1 asks for this much slack
 INLINE_FLOPS = 1 << 21  # below this, work on an idle stream runs in the caller's thread (no hand-off)
@@ -83,7 +85,12 @@ def make_plan(op, problem, dtypes, options, num_threads, deterministic, profile)
                 HIF8_ROUNDINGS[options["hif8_rounding"]], bool(options["saturate"]),
                 *accumulation_mode(profile, compute, options, op.default_k0(problem)))
     dtypes = tuple(int(d) for d in dtypes)
-    ws = int(op.kernel_workspace(problem, mode, dtypes, int(num_threads)))
+    try:
+        ws = int(op.kernel_workspace(problem, mode, dtypes, int(num_threads)))
+    except UnsupportedDtype as e:     # a format the registry knows but no kernel row codec handles
+        names = sorted({data_type(d).name for d in dtypes if data_type(d) is not None})
+        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"{op.name}: the kernels have no codec for a dtype of this call "
+                         f"({', '.join(names)}): {e}") from None
     return Plan(op, problem.shape, dtypes, mode, int(num_threads), bool(deterministic), ws,
                 tuple(sorted(options.items())), options["order_seed"], problem.extra)
 

@@ -124,3 +124,41 @@ def test_a_new_gradweight_format_reaches_every_python_layer_from_its_record():
     assert out["overflow"] == [61440.0, True]
     if out["torch"] is not None:
         assert out["torch"] == [1.5, -57344.0]                               # torch bridge decodes it
+
+
+# ---- the same format reaches the kernels: refused at plan time, on every instruction set --------------------
+KERNEL_RUN = DRY_RUN.split("import pyconvtbc as pc")[0] + r"""
+import pyconvtbc as pc
+from pyconvtbc._kernels import _conv_tbc as K
+rng = np.random.default_rng(0)
+dy, x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((6, 2, 4), (6, 2, 3), (3, 3, 4), (4,)))
+out = {}
+for isa in K.isas():
+    with K.hooks.override(isa=isa):
+        try:
+            pc.conv_tbc_backward(dy, x, w, b, 1, grad_weight_dtype="float8_e5m2")
+            out[isa] = "ran"
+        except pc.AclnnError as e:
+            out[isa] = [e.status, e.message]
+try:
+    K.workspace_size((6, 2, 3, 4, 3, 1), (0, 11, 0, 0, False), (0, 0, 0, 0, 35, 0), 1)
+    out["kernel"] = "planned"
+except K.UnsupportedDtype as e:
+    out["kernel"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_a_format_without_a_kernel_codec_is_refused_at_plan_time():
+    """A registered 1-byte format that no row codec handles (FLOAT8_E5M2 as gradWeight) is refused when the call
+    is planned, on every instruction set, with a status and the format's name: never written as another format."""
+    path = Path(F.__file__)
+    r = subprocess.run([sys.executable, "-c", KERNEL_RUN, str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out.pop("kernel") == "gw: unsupported dtype code 35"
+    assert out, "no instruction set ran"
+    for isa, got in out.items():
+        assert got != "ran", isa
+        status, message = got
+        assert status == 161002 and "float8_e5m2" in message and "gw" in message, (isa, got)

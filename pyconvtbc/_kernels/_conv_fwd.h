@@ -54,6 +54,7 @@ typedef struct {
  * kernels or not).  Returns 0, or -1 for a bad or overflowing size. */
 static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
                        int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, const ct_ukr *U) {
+    if (ct_dt_class(out_dt) == CT_CLS_NONE) return -2;      /* a format no store path knows */
     int ok = 1;
     memset(F, 0, sizeof(*F));
     if (T_in < 0 || B < 0 || Cin < 0 || Cout < 0 || K < 1 || pad < 0 || nthreads < 1) return -1;

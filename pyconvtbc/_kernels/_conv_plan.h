@@ -377,6 +377,16 @@ static int ct_plan_workspace(ct_plan *P, int gi_buf, int gw_buf, int64_t nthread
     return 0;
 }
 
+/* The backward's dtypes (dy, x, w, gi, gw, gb codes): operands and gi / gb of the 4- and 2-byte floats, gw also
+ * of the 8-bit codes.  Returns 0, or -2 for a code outside these classes (the plan refuses it). */
+static int ct_plan_dtypes(const int dts[6]) {
+    for (int i = 0; i < 6; i++) {
+        int c = ct_dt_class(dts[i]);
+        if (c == CT_CLS_NONE || (c == CT_CLS_8 && i != 4)) return -2;
+    }
+    return 0;
+}
+
 /* The backward's plan: sizes, tasks, workspace layout.  Returns 0, or -1 for a bad or overflowing size.
  * gi_buf / gw_buf: whether gi / gw need fp32 task tiles (else they accumulate in the fp32 output itself);
  * acc, k0, layout: the accumulation model (_conv_cube.h; acc 0 = sequential, k0 and layout then unused);

@@ -89,6 +89,7 @@ cdef extern from "_conv_gemm.h" nogil:
     int ct_dt_size(int dt)
     ctypedef struct ct_geom:
         int64_t piece_co, piece_red, pieces, gw_segment, gi_segment
+    int ct_plan_dtypes(const int *dts)
     int ct_plan_init(ct_plan *P, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
                      int64_t nthreads, int gi_buf, int gw_buf, int acc, int64_t k0, int layout, const ct_geom *g,
                      const ct_ukr *U)
@@ -391,10 +392,32 @@ cdef int _read_mode(_mode_t *m, mode, bint forward) except -1:
     return 0
 
 
-cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, int gi_dt, int gw_dt, int acc=CT_ACC_SEQ,
+class UnsupportedDtype(ValueError):
+    """A dtype code the kernels have no row codec for (the plan refuses it)."""
+
+
+_DT_ROLES = ("dy", "x", "w", "gi", "gw", "gb")
+
+
+cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, dtypes, int acc=CT_ACC_SEQ,
                int k0=1, int layout=0, const ct_geom *geom=NULL) except -1:
     if len(shape) != 6:
         raise ValueError(f"shape must be (T_in, B, Cin, Cout, K, pad), got {shape!r}")
+    if len(dtypes) != 6:
+        raise ValueError(f"dtypes must be (dy, x, w, gi, gw, gb) codes, got {dtypes!r}")
+    cdef int dts[6]
+    cdef int one[6]
+    for i in range(6):
+        dts[i] = int(dtypes[i])
+    if ct_plan_dtypes(dts) != 0:                 # the kernels' rule (_conv_plan.h); name each refused code
+        bad = []
+        for i in range(6):
+            for j in range(6):
+                one[j] = dts[i] if j == i else CT_DT_F32
+            if ct_plan_dtypes(one) != 0:
+                bad.append(f"{_DT_ROLES[i]}: unsupported dtype code {dts[i]}")
+        raise UnsupportedDtype("; ".join(bad))
+    cdef int gi_dt = dts[3], gw_dt = dts[4]
     T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
     # fp32 outputs accumulate in place; other dtypes (and gi rounded to FP16/BF16 first) need fp32 tiles
     cdef int gi_buf = gi_dt != CT_DT_F32 or compute == CT_C_FP16 or compute == CT_C_BF16
@@ -413,9 +436,8 @@ cdef int _plan_sizes(ct_plan *P, shape, compute, dtypes, num_threads) except -1:
     cdef _mode_t m
     if isinstance(compute, tuple):
         _read_mode(&m, compute, False)
-        return _plan(P, shape, int(num_threads), m.compute, int(dtypes[3]), int(dtypes[4]), m.acc, m.k0, m.layout,
-                     &m.geom)
-    return _plan(P, shape, int(num_threads), int(compute), int(dtypes[3]), int(dtypes[4]))
+        return _plan(P, shape, int(num_threads), m.compute, dtypes, m.acc, m.k0, m.layout, &m.geom)
+    return _plan(P, shape, int(num_threads), int(compute), dtypes)
 
 
 def workspace_size(shape, compute, dtypes, num_threads):
@@ -473,7 +495,7 @@ def run(dy, x, w, gi, gw, gb, shape, mode, ws_ptr, ws_size, num_threads, perm=No
     cdef ct_plan P
     if len(gi) != 2 or len(gw) != 2:
         raise ValueError("gi and gw must be (address, dtype)")
-    _plan_mode(&P, shape, mode, num_threads, int(gi[1]), int(gw[1]))
+    _plan_mode(&P, shape, mode, num_threads, tuple(t[len(t) - 1] if len(t) else -1 for t in (dy, x, w)) + (gi[1], gw[1], gb[1]))
     keep = _set_perm(&P, perm)
     _src(&P.dy, dy, "dy")
     _src(&P.x, x, "x")
@@ -495,7 +517,7 @@ def run_arrays(cnp.ndarray dy not None, cnp.ndarray x not None, cnp.ndarray w no
     for ``run``.
     """
     cdef ct_plan P
-    _plan_mode(&P, shape, mode, num_threads, int(codes[3]), int(codes[4]))
+    _plan_mode(&P, shape, mode, num_threads, codes)
     keep = _set_perm(&P, perm)
     _src_array(&P.dy, dy, int(codes[0]), P.T_out, P.B, P.Cout, "dy")
     _src_array(&P.x, x, int(codes[1]), P.T_in, P.B, P.Cin, "x")
@@ -546,11 +568,11 @@ cdef object _set_perm(ct_plan *P, perm):
     return v
 
 
-cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, int gi_dt, int gw_dt) except -1:
+cdef int _plan_mode(ct_plan *P, shape, mode, num_threads, dtypes) except -1:
     cdef Py_ssize_t nt = max(1, int(num_threads))
     cdef _mode_t m
     _read_mode(&m, mode, False)
-    _plan(P, shape, nt, m.compute, gi_dt, gw_dt, m.acc, m.k0, m.layout, &m.geom)
+    _plan(P, shape, nt, m.compute, dtypes, m.acc, m.k0, m.layout, &m.geom)
     P.compute = m.compute
     P.hbits = m.hbits
     P.hrnd = m.hrnd
@@ -801,7 +823,7 @@ cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
         raise ValueError(f"out: unsupported dtype code {out_dt}")
     if ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre,
                    &_tables[_knobs.isa]) != 0:
-        raise ValueError(f"invalid or too large forward problem: shape {tuple(shape)!r}, mode {tuple(mode)!r}")
+        raise ValueError(f"invalid or too large forward problem: shape {tuple(shape)!r}, mode {mode!r}")
     F.compute = compute
     F.hbits = hbits
     F.hrnd = hrnd

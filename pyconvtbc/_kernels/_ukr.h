@@ -42,10 +42,17 @@ static inline int64_t ct_up(int64_t a, int64_t b) { return ct_cdiv(a, b) * b; }
  * Cin*Cout floats apart, on the same L1 sets, and a pass over many taps evicted its own weights. */
 static inline int64_t ct_wblk(int64_t lo, int64_t hi, int64_t K, int64_t k) { return lo * K + k * (hi - lo); }
 
-/* Element sizes by dtype class; 0 for a code the kernels do not know (the plan refuses it: no store path guesses). */
+/* Dtype classes: how the row codecs read and write a format.  A code outside every class is refused by the plans
+ * (ct_plan_init, ct_fwd_init): no decode or store path guesses a format by a default branch. */
+enum { CT_CLS_NONE = 0, CT_CLS_F32 = 1, CT_CLS_16 = 2, CT_CLS_8 = 3 };
+static inline int ct_dt_class(int dt) {
+    switch (dt) { case CT_DT_F32: return CT_CLS_F32; case CT_DT_F16: case CT_DT_BF16: return CT_CLS_16;
+                  case CT_DT_HIF8: case CT_DT_E4M3: return CT_CLS_8; default: return CT_CLS_NONE; }
+}
+/* element sizes; 0 for a code the kernels do not know */
 static inline int ct_dt_size(int dt) {
-    switch (dt) { case CT_DT_F32: return 4; case CT_DT_F16: case CT_DT_BF16: return 2;
-                  case CT_DT_HIF8: case CT_DT_E4M3: return 1; default: return 0; }
+    switch (ct_dt_class(dt)) { case CT_CLS_F32: return 4; case CT_CLS_16: return 2; case CT_CLS_8: return 1;
+                               default: return 0; }
 }
 
 /* Prefetch (into L2) of the DY rows that gradWeight's next ybuf copy reads (the cube gw driver): rows [q0, q1) of
