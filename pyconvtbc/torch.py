@@ -26,8 +26,8 @@ from __future__ import annotations
 try:
     import torch as _torch
 except ImportError as e:  # pragma: no cover - exercised only without torch
-    raise ImportError("pyconvtbc.torch needs PyTorch (tested with 2.13.0): pip install torch==2.13.0 "
-                      "--index-url https://download.pytorch.org/whl/cpu (its CPU build)") from e
+    from ._hints import TORCH_INSTALL
+    raise ImportError(f"pyconvtbc.torch needs PyTorch (tested with 2.13.0): {TORCH_INSTALL}") from e
 
 import numpy as np
 
