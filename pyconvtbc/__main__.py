@@ -3,8 +3,8 @@
 Also installed as the ``pyconvtbc`` command.  Exit status: 0 on success (``--help`` and ``--version``
 included), 2 for a usage error (no command, an unknown command or option: the message goes to stderr),
 1 when the demo's CANN calls return an error status, 130 on Ctrl-C, 141 when the reader of stdout has gone
-(``python -m pyconvtbc demo | head -3``: the command stops quietly, with no traceback).  ``study`` parses its own options
-(``python -m pyconvtbc study --help``) and returns its own status.
+(``python -m pyconvtbc demo | head -3``: the command stops quietly, with no traceback).  ``study`` parses its
+own options (``python -m pyconvtbc study --help``) and returns its own status.
 """
 import argparse
 import os
