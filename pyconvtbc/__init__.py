@@ -32,8 +32,8 @@ def have_openmp() -> bool:
     return _h()
 
 
-__all__ = sorted(
-    ["conv_tbc_backward", "conv_tbc", "release_workspace", "hif8_encode", "hif8_decode", "round_to_hf32",
+# A list literal, extended by the two modules' lists: the form type checkers read as the package's exports.
+__all__ = ["conv_tbc_backward", "conv_tbc", "release_workspace", "hif8_encode", "hif8_decode", "round_to_hf32",
      "aclInit", "aclFinalize", "aclrtSetDevice", "aclrtResetDevice", "aclrtCreateStream", "aclrtDestroyStream",
      "aclrtSynchronizeStream", "aclrtMalloc", "aclrtFree", "aclrtMemcpy", "aclrtCtxSetSysParamOpt",
      "aclrtCtxGetSysParamOpt", "aclCreateTensor", "aclDestroyTensor", "aclTensor",
@@ -42,7 +42,9 @@ __all__ = sorted(
      "aclDestroyAclOpExecutor", "aclOpExecutor", "aclrtStream", "DevicePtr",
      "set_soc_version", "get_soc_version", "set_emulation_options", "get_emulation_options",
      "reset_emulation_options", "PROFILES", "have_openmp", "__version__"]
-    + list(_enums.__all__) + list(_status.__all__))
+__all__ += _enums.__all__
+__all__ += _status.__all__
+__all__.sort()
 
 # The public submodules (``pyconvtbc.codecs``, ``pyconvtbc.torch``, ...) are imported by name; dir() lists the
 # API and them, not the package's private modules.

@@ -19,7 +19,7 @@ from ._handoff import Problem, Shape
 from ._kernels import _conv_tbc
 from ._plan import WS_ALIGN, aligned_workspace
 from ._validation import (FLOATS, INVALID, Invalid, check_cube_math_type, check_descriptors, check_dims_nonnegative,
-                          check_memory, check_pad, check_ranks, dtype_names, dtype_seen)
+                          check_memory, check_pad, check_ranks, dtype_names, dtype_seen, wrong_type)
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, dtype_name, format_name
 from .memory import DevicePtr
 from .formats import K0_8BIT
@@ -27,6 +27,7 @@ from .profiles import COMPUTE_BF16, COMPUTE_FP16, COMPUTE_FP32
 from .runtime import aclrtStream
 from .status import ACLNN_ERR_INNER, int_value, is_int, never_raises, safe_repr
 from .tensor import aclTensor
+from .typing import Accumulation, Array, CubeMathTypeLike, HF32Rounding, HiF8Rounding, SocName
 
 NAMES = ("self", "weight", "bias", "out")
 INPUTS = NAMES[:3]
@@ -297,11 +298,12 @@ def _out_desc(shape, data_type):
     return nl.ArrayDesc(np.empty(0, np.uint8), data_type, shape)
 
 
-def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int = 0, *, cube_math_type: int = 0,
-             soc: Optional[str] = None, num_threads: Optional[int] = None, hf32_rounding: Optional[str] = None,
-             hf32_mantissa_bits: Optional[int] = None, hif8_inputs: bool = False, hif8_rounding: Optional[str] = None,
-             saturate: Optional[bool] = None, accumulation: Optional[str] = None,
-             block_size: Optional[int] = None, order_seed: Optional[int] = None) -> np.ndarray:
+def conv_tbc(input: Array, weight: Array, bias: Array, pad: int = 0, *, cube_math_type: CubeMathTypeLike = 0,
+             soc: Optional[SocName] = None, num_threads: Optional[int] = None,
+             hf32_rounding: Optional[HF32Rounding] = None, hf32_mantissa_bits: Optional[int] = None,
+             hif8_inputs: bool = False, hif8_rounding: Optional[HiF8Rounding] = None, saturate: Optional[bool] = None,
+             accumulation: Optional[Accumulation] = None, block_size: Optional[int] = None,
+             order_seed: Optional[int] = None) -> Array:
     """The forward of the TBC convolution as the emulated NPU computes it (CANN's aclnnConvTbc).
 
     ``out[t, b, co] = bias[co] + sum_k sum_ci input[t+k-pad, b, ci] * weight[k, ci, co]``, as ``torch.conv_tbc``.
@@ -382,7 +384,8 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
 
     def hif8_rule():           # runs first among the data-type rules
         if not flag:
-            raise Invalid(INVALID, f"hif8_inputs is {safe_repr(hif8_inputs)}; expected True or False")
+            raise Invalid(INVALID, f"hif8_inputs is {safe_repr(hif8_inputs)}; expected True or False",
+                          wrong_type=wrong_type("hif8_inputs", hif8_inputs))
         if not hif8_inputs:
             return
         if not profile.eight_bit_operands:

@@ -4,7 +4,7 @@ Everything operator-neutral lives in ``_twophase`` (executor, phases, streams, m
 (shared rules), ``_plan`` and ``_numpy_layer``; this module declares what is particular to this operator
 (docs/developer.md, "Adding an operator").
 """
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -23,6 +23,8 @@ from .profiles import promote
 from .runtime import aclrtStream
 from .status import ACLNN_ERR_INNER, never_raises, safe_repr
 from .tensor import aclTensor
+from .typing import (Accumulation, Array, CubeMathTypeLike, GradWeightDtype, HF32Rounding, HiF8Rounding,
+                     SocName)
 
 NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
 INPUTS = NAMES[:4]
@@ -216,14 +218,21 @@ class _NotADtype:
             return f"<{type(self.value).__name__}>"
 
 
-def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.ndarray, bias: np.ndarray,
-                      pad: int = 0, *, cube_math_type: int = 0, grad_weight_dtype: Any = None,
-                      soc: Optional[str] = None, deterministic: Optional[bool] = None,
-                      num_threads: Optional[int] = None, hf32_rounding: Optional[str] = None,
-                      hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[str] = None,
-                      saturate: Optional[bool] = None, accumulation: Optional[str] = None,
+class ConvTbcBackwardResult(NamedTuple):
+    """``conv_tbc_backward``'s three gradients, by name or unpacked: ``gi, gw, gb = conv_tbc_backward(...)``."""
+    grad_input: Array
+    grad_weight: Array
+    grad_bias: Array
+
+
+def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Array,
+                      pad: int = 0, *, cube_math_type: CubeMathTypeLike = 0, grad_weight_dtype: GradWeightDtype = None,
+                      soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
+                      num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
+                      hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
+                      saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
                       block_size: Optional[int] = None, order_seed: Optional[int] = None
-                      ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      ) -> ConvTbcBackwardResult:
     """Gradients of conv_tbc as the emulated NPU computes them (CANN's aclnnConvTbcBackward).
 
     Parameters
@@ -296,7 +305,8 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
     scalars = (pad, cube_math_type, grad_weight_dtype, soc, deterministic, num_threads)
     options = (hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed)
     key = nl.cache_key(BACKWARD, arrays, scalars, options, num_threads)
-    return nl.call(BACKWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))
+    return ConvTbcBackwardResult(*nl.call(BACKWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars,
+                                                                                          *options)))
 
 
 def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,

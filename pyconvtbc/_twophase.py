@@ -18,7 +18,7 @@ from .enums import ACL_OPT_DETERMINISTIC
 from .memory import DevicePtr, is_device_ptr
 from .profiles import get_profile, resolve_options
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
-                     ACLNN_SUCCESS, AclnnError, exc_text, int_value, is_int, never_raises, safe_repr, set_error)
+                     ACLNN_SUCCESS, AclnnError, AclnnTypeError, exc_text, int_value, is_int, never_raises, safe_repr, set_error)
 from .tensor import aclTensor
 
 
@@ -41,8 +41,8 @@ class Operator:
         """How a message names argument ``name`` (the NumPy layer may use its own words)."""
         return self.numpy_labels.get(name, name) if numpy else name
 
-    def numpy_error(self, status, msg):
-        raise AclnnError(status, f"{self.numpy_name}: {msg}")
+    def numpy_error(self, status, msg, wrong_type=False):
+        raise (AclnnTypeError if wrong_type else AclnnError)(status, f"{self.numpy_name}: {msg}")
 
     # ---- implement ----
     def check(self, t, scalars, profile, is_descriptor, expected, numpy=False):

@@ -40,7 +40,7 @@ from ._op_conv_tbc import conv_tbc as _np_conv_tbc
 from .api import conv_tbc_backward
 from . import codecs, formats as _formats
 from .enums import CubeMathType
-from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, int_value, is_int, safe_repr
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, AclnnTypeError, int_value, is_int, safe_repr
 
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
@@ -64,8 +64,8 @@ def _check_emulation(emulation: Dict[str, Any]) -> Dict[str, Any]:
         try:
             cube = int(CubeMathType[cube.strip().upper()])
         except KeyError:
-            raise ValueError(f"cube_math_type is {cube!r}; expected 0-3, 'torch_npu' or one of "
-                             f"{[m.name for m in CubeMathType]}") from None
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: cube_math_type is {cube!r}; expected 0-3, "
+                             f"'torch_npu' or one of {[m.name for m in CubeMathType]}") from None
     out["cube_math_type"] = cube
     return out
 
@@ -77,7 +77,8 @@ def _to_numpy(t):
     if t.dtype == _torch.bfloat16:
         return t.view(_torch.int16).numpy().view(ml_dtypes.bfloat16)
     if t.dtype not in (_torch.float32, _torch.float16):
-        raise TypeError(f"conv_tbc: tensor of dtype {t.dtype}; expected torch.float32, float16 or bfloat16")
+        raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: tensor of dtype {t.dtype}; expected torch.float32, "
+                             "float16 or bfloat16")
     return t.numpy()
 
 
@@ -158,13 +159,15 @@ _DTYPES = (_torch.float32, _torch.float16, _torch.bfloat16)
 def _check_forward(input, weight, bias, pad):
     for name, t in (("input", input), ("weight", weight), ("bias", bias)):
         if not isinstance(t, _torch.Tensor):
-            raise TypeError(f"conv_tbc: {name} is a {type(t).__name__}; expected a torch.Tensor")
-        if t.dtype not in _DTYPES:
+            raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: {name} is a {type(t).__name__}; expected a "
+                                 "torch.Tensor")
+        if t.dtype not in _DTYPES:   # (a TypeError as before, and the NumPy layer's AclnnError 161002)
             hint = " (the NPU operator has no float64 path: convert with .float())" if t.dtype == _torch.float64 else ""
-            raise TypeError(f"conv_tbc: {name} has dtype {t.dtype}; expected torch.float32, torch.float16 or "
-                            f"torch.bfloat16{hint}")
+            raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: {name} has dtype {t.dtype}; expected "
+                                 f"torch.float32, torch.float16 or torch.bfloat16{hint}")
     if not is_int(pad):   # a Python or NumPy integer, as the NumPy and CANN layers take
-        raise TypeError(f"conv_tbc: pad is {safe_repr(pad)}; expected an int")
+        raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: pad is {safe_repr(pad)}; expected an integer in "
+                             f"[0, {PAD_MAX}]")
     pad = int_value(pad)
     if not 0 <= pad <= PAD_MAX:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: pad is {pad}; expected an integer in [0, {PAD_MAX}]")
@@ -203,12 +206,12 @@ def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tens
     Raises
     ------
     TypeError
-        An unknown emulation keyword, a non-int ``pad``, a non-tensor or a tensor of another dtype (float64).
-    ValueError
-        A ``cube_math_type`` name that does not exist.
+        An unknown emulation keyword (a plain TypeError); a non-int ``pad``, a non-tensor or a tensor of another
+        dtype (float64): ``pyconvtbc.AclnnTypeError``, status 161002, also an AclnnError (as in the NumPy layer).
     pyconvtbc.AclnnError
-        A bad argument of the forward (``pad`` outside [0, 255], T + pad < K, weight's dtype not input's, a bad
-        emulation value: status 161002), here; a bad backward-only value from the backward pass.
+        (a ValueError) A bad argument of the forward (``pad`` outside [0, 255], T + pad < K, weight's dtype not
+        input's, a ``cube_math_type`` name that does not exist, a bad emulation value: status 161002), here; a bad
+        backward-only value from the backward pass.
     RuntimeError
         From a double backward (differentiating the gradients after ``create_graph=True``): not supported.
     """
@@ -251,8 +254,9 @@ class ConvTBC(_torch.nn.Module):
 
     Raises
     ------
-    ValueError
-        A size that is not an int in range, or a ``cube_math_type`` name that does not exist.
+    pyconvtbc.AclnnError
+        (a ValueError, status 161002) A size out of range, or a ``cube_math_type`` name that does not exist; a size
+        that is not an int raises ``pyconvtbc.AclnnTypeError`` (also a TypeError).
     TypeError
         An unknown emulation keyword.
     """
@@ -263,7 +267,8 @@ class ConvTBC(_torch.nn.Module):
         for name, v, lo in (("in_channels", in_channels, 1), ("out_channels", out_channels, 1),
                             ("kernel_size", kernel_size, 1), ("padding", padding, 0)):
             if not is_int(v) or int_value(v) < lo:
-                raise ValueError(f"{name} is {safe_repr(v)}; expected an int >= {lo}")
+                cls = AclnnError if is_int(v) else AclnnTypeError     # (both ValueErrors, as before)
+                raise cls(ACLNN_ERR_PARAM_INVALID, f"ConvTBC: {name} is {safe_repr(v)}; expected an int >= {lo}")
         in_channels, out_channels, kernel_size, padding = (int_value(v) for v in (in_channels, out_channels,
                                                                                     kernel_size, padding))
         self.in_channels = in_channels
