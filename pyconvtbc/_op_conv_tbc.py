@@ -278,7 +278,8 @@ FORWARD = ConvTbc()
 
 # ---- CANN layer ----------------------------------------------------------------------------------
 @never_raises(ACLNN_ERR_INNER, lambda rc: (rc, 0, None))
-def aclnnConvTbcGetWorkspaceSize(self: aclTensor, weight: aclTensor, bias: aclTensor, pad: int, out: aclTensor,
+def aclnnConvTbcGetWorkspaceSize(self: Optional[aclTensor], weight: Optional[aclTensor], bias: Optional[aclTensor],
+                                 pad: int, out: Optional[aclTensor],
                                  cube_math_type: int) -> Tuple[int, int, Optional["_twophase.aclOpExecutor"]]:
     """Phase 1 of the forward: validate, plan, size the workspace.  Returns (status, workspace_size, executor)."""
     tensors = dict(zip(NAMES, (self, weight, bias, out)))
@@ -286,7 +287,7 @@ def aclnnConvTbcGetWorkspaceSize(self: aclTensor, weight: aclTensor, bias: aclTe
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclnnConvTbc(workspace: Optional[DevicePtr], workspace_size: int, executor: "_twophase.aclOpExecutor",
+def aclnnConvTbc(workspace: Optional[DevicePtr], workspace_size: int, executor: Optional["_twophase.aclOpExecutor"],
                  stream: Optional[aclrtStream]) -> int:
     """Phase 2 of the forward: check the workspace and executor, enqueue the work on ``stream``, return."""
     return _twophase.execute(FORWARD, workspace, workspace_size, executor, stream)

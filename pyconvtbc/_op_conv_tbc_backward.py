@@ -164,9 +164,10 @@ BACKWARD = ConvTbcBackward()
 
 # ---- CANN layer ----------------------------------------------------------------------------------
 @never_raises(ACLNN_ERR_INNER, lambda rc: (rc, 0, None))
-def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weight: aclTensor, bias: aclTensor,
-                                         pad: int, cube_math_type: int, grad_input: aclTensor,
-                                         grad_weight: aclTensor, grad_bias: aclTensor
+def aclnnConvTbcBackwardGetWorkspaceSize(self: Optional[aclTensor], input: Optional[aclTensor],
+                                         weight: Optional[aclTensor], bias: Optional[aclTensor], pad: int,
+                                         cube_math_type: int, grad_input: Optional[aclTensor],
+                                         grad_weight: Optional[aclTensor], grad_bias: Optional[aclTensor]
                                          ) -> Tuple[int, int, Optional["_twophase.aclOpExecutor"]]:
     """Phase 1: validate, plan, size the workspace.  Returns (status, workspace_size, executor)."""
     tensors = dict(zip(NAMES, (self, input, weight, bias, grad_input, grad_weight, grad_bias)))
@@ -174,7 +175,8 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weig
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclnnConvTbcBackward(workspace: Optional[DevicePtr], workspace_size: int, executor: "_twophase.aclOpExecutor",
+def aclnnConvTbcBackward(workspace: Optional[DevicePtr], workspace_size: int,
+                         executor: Optional["_twophase.aclOpExecutor"],
                          stream: Optional[aclrtStream]) -> int:
     """Phase 2: check the workspace and executor, enqueue the work on ``stream``, return at once."""
     return _twophase.execute(BACKWARD, workspace, workspace_size, executor, stream)

@@ -185,7 +185,7 @@ def get_workspace_size(op: Operator, tensors: dict, scalars: dict) -> Tuple[int,
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
+def aclSetAclOpExecutorRepeatable(executor: Optional["aclOpExecutor"]) -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is None; "
                          "expected an executor from phase 1")
@@ -197,7 +197,7 @@ def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclDestroyAclOpExecutor(executor: "aclOpExecutor") -> int:
+def aclDestroyAclOpExecutor(executor: Optional["aclOpExecutor"]) -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is None; expected a live executor")
     if not isinstance(executor, aclOpExecutor) or not executor.genuine or executor.state == "destroyed":
