@@ -20,6 +20,7 @@ from ._plan import Plan, make_plan
 from ._twophase import Operator, threads as _threads
 from ._validation import Invalid, wrong_type
 from .enums import CubeMathType, aclFormat, acl_dtype_of_numpy
+from .formats import is_en_hifloat8
 from .memory import memory_limit
 from .profiles import (OPTION_EXPECTED, PROFILES, SocProfile, check_option, get_profile, resolve_options,
                        settings_key)
@@ -76,6 +77,10 @@ def as_input(a: Any) -> Any:
         return a
     if type(a) is not np.ndarray:
         a = np.ndarray.view(a, np.ndarray)  # ndarray's own view: no method the subclass overrides runs
+    if is_en_hifloat8(a.dtype):             # en_dtypes.hifloat8: the kernels read its bytes, HiFloat8 codes
+        d = ArrayDesc(a.view(np.uint8), acl_dtype_of_numpy(a.dtype))
+        d.np_dtype = a.dtype
+        return d
     return ArrayDesc(a)
 
 

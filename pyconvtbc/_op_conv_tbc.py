@@ -356,7 +356,10 @@ def conv_tbc(input: Array, weight: Array, bias: Array, pad: int = 0, *, cube_mat
     scalars = (pad, cube_math_type, soc, num_threads, hif8_inputs)
     options = (hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed)
     key = nl.cache_key(FORWARD, arrays, scalars, options, num_threads)
-    return nl.call(FORWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))[0]
+    out = nl.call(FORWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))[0]
+    if _reg.is_en_hifloat8(input):              # en_dtypes.hifloat8 operands: the result in that dtype too
+        out = out.view(input.dtype)
+    return out
 
 
 def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads, hif8_inputs, hf32_rounding,

@@ -307,8 +307,11 @@ def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Arr
     scalars = (pad, cube_math_type, grad_weight_dtype, soc, deterministic, num_threads)
     options = (hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed)
     key = nl.cache_key(BACKWARD, arrays, scalars, options, num_threads)
-    return ConvTbcBackwardResult(*nl.call(BACKWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars,
-                                                                                          *options)))
+    gi, gw, gb = nl.call(BACKWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))
+    if grad_weight_dtype is not None and not isinstance(grad_weight_dtype, (str, int)) \
+            and _reg.is_en_hifloat8(grad_weight_dtype):
+        gw = gw.view(np.dtype(grad_weight_dtype))       # asked for as en_dtypes.hifloat8: the codes as that dtype
+    return ConvTbcBackwardResult(gi, gw, gb)
 
 
 def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,

@@ -107,8 +107,11 @@ def format_name(code) -> str:
 
 
 def acl_dtype_of_numpy(dtype) -> int:
-    """The aclDataType of a NumPy dtype (uint8 maps to UINT8), or ACL_DT_UNDEFINED."""
+    """The aclDataType of a NumPy dtype (uint8 maps to UINT8; en_dtypes.hifloat8 to HIFLOAT8), or
+    ACL_DT_UNDEFINED."""
     dtype = np.dtype(dtype)
+    if _formats.is_en_hifloat8(dtype):
+        return int(aclDataType.ACL_HIFLOAT8)
     for code, npdt in NUMPY_DTYPE.items():
         if npdt == dtype and code != aclDataType.ACL_HIFLOAT8:
             return int(code)

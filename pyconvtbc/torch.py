@@ -84,6 +84,8 @@ def _to_numpy(t):
 
 def _to_torch(a, like):
     """A NumPy result as a tensor of ``like``'s dtype and device (8-bit gradWeight decoded first)."""
+    if _formats.is_en_hifloat8(a):             # (grad_weight_dtype=en_dtypes.hifloat8): its uint8 codes
+        a = a.view(np.uint8)
     if a.dtype.itemsize == 1:
         for t in _formats.types_with_role(_formats.GRAD_WEIGHT):  # an 8-bit gradWeight format (registry)
             if a.dtype == t.storage:
