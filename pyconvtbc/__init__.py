@@ -7,8 +7,9 @@ Two layers over one implementation (see docs/):
 
 The top-level namespace is the documented API (``__all__``); internals stay in their modules.
 """
-from .api import (aclDestroyAclOpExecutor, aclnnConvTbcBackward, aclnnConvTbcBackwardGetWorkspaceSize,
-                  aclOpExecutor, aclSetAclOpExecutorRepeatable, conv_tbc_backward, release_workspace)
+from .api import (ConvTbcBackwardResult, aclDestroyAclOpExecutor, aclnnConvTbcBackward,
+                  aclnnConvTbcBackwardGetWorkspaceSize, aclOpExecutor, aclSetAclOpExecutorRepeatable, conv_tbc_backward,
+                  release_workspace)
 from ._op_conv_tbc import aclnnConvTbc, aclnnConvTbcGetWorkspaceSize, conv_tbc
 from .codecs import hif8_decode, hif8_encode, round_to_hf32
 from .enums import *  # noqa: F401,F403  ACL_* constants, KEEP_DTYPE ... USE_HF32 and the IntEnums
@@ -45,10 +46,10 @@ __all__ = [
     "ACL_MEMCPY_HOST_TO_HOST", "ACL_MEM_MALLOC_HUGE_FIRST", "ACL_MEM_MALLOC_HUGE_ONLY",
     "ACL_MEM_MALLOC_NORMAL_ONLY", "ACL_OPT_DETERMINISTIC", "ACL_STRING", "ACL_SUCCESS", "ACL_UINT1", "ACL_UINT16",
     "ACL_UINT32", "ACL_UINT64", "ACL_UINT8", "ALLOW_FP32_DOWN_PRECISION", "AclnnError", "AclnnTypeError",
-    "CubeMathType", "DevicePtr", "KEEP_DTYPE", "PROFILES", "USE_FP16", "USE_HF32", "__version__", "aclCreateTensor",
-    "aclDataType", "aclDestroyAclOpExecutor", "aclDestroyTensor", "aclError", "aclFinalize", "aclFormat",
-    "aclGetRecentErrMsg", "aclInit", "aclOpExecutor", "aclSetAclOpExecutorRepeatable", "aclSysParamOpt",
-    "aclTensor", "aclnnConvTbc", "aclnnConvTbcBackward", "aclnnConvTbcBackwardGetWorkspaceSize",
+    "ConvTbcBackwardResult", "CubeMathType", "DevicePtr", "KEEP_DTYPE", "PROFILES", "USE_FP16", "USE_HF32",
+    "__version__", "aclCreateTensor", "aclDataType", "aclDestroyAclOpExecutor", "aclDestroyTensor", "aclError",
+    "aclFinalize", "aclFormat", "aclGetRecentErrMsg", "aclInit", "aclOpExecutor", "aclSetAclOpExecutorRepeatable",
+    "aclSysParamOpt", "aclTensor", "aclnnConvTbc", "aclnnConvTbcBackward", "aclnnConvTbcBackwardGetWorkspaceSize",
     "aclnnConvTbcGetWorkspaceSize", "aclnnStatus", "aclrtCreateStream", "aclrtCtxGetSysParamOpt",
     "aclrtCtxSetSysParamOpt", "aclrtDestroyStream", "aclrtFree", "aclrtMalloc", "aclrtMemMallocPolicy",
     "aclrtMemcpy", "aclrtMemcpyKind", "aclrtResetDevice", "aclrtSetDevice", "aclrtStream", "aclrtSynchronizeStream",

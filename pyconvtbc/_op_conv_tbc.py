@@ -313,7 +313,8 @@ def conv_tbc(input: Array, weight: Array, bias: Array, pad: int = 0, *, cube_mat
     ----------
     input : numpy.ndarray
         (T_in, B, Cin): float32, float16 or ``ml_dtypes.bfloat16``, any strides (read in place); with
-        ``hif8_inputs=True`` (ascend950 only), uint8 HiFloat8 codes.
+        ``hif8_inputs=True`` (ascend950 only), uint8 HiFloat8 codes; ``en_dtypes.hifloat8`` arrays are HiFloat8
+        codes by their dtype (ascend950 only; the result is then ``en_dtypes.hifloat8`` too).
     weight : numpy.ndarray
         (K, Cin, Cout), in input's dtype (no promotion: mixed dtypes are an error, as in CANN).
     bias : numpy.ndarray
@@ -351,6 +352,9 @@ def conv_tbc(input: Array, weight: Array, bias: Array, pad: int = 0, *, cube_mat
         (a ValueError) with ``.status`` 161001 for a ``None`` array and 161002 for every other bad argument; the
         message names it with this function's argument names, the value seen and what was expected; also for a
         problem whose workspace and output exceed this machine's physical memory (``memory_limit()``).
+    AclnnTypeError
+        (an AclnnError 161002 that is also a TypeError) for an argument of the wrong Python type, as in
+        ``conv_tbc_backward``.
     """
     arrays = (input, weight, bias)
     scalars = (pad, cube_math_type, soc, num_threads, hif8_inputs)

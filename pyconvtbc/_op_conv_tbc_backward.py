@@ -259,7 +259,7 @@ def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Arr
     grad_weight_dtype : optional
         grad_weight's dtype: None (weight's dtype, the default), weight's own dtype, ``"hifloat8"`` (uint8
         HiFloat8 codes; decode with ``hif8_decode``) or ``"float8_e4m3fn"``; names, NumPy dtypes or the
-        matching aclDataType values.
+        matching aclDataType values.  ``en_dtypes.hifloat8`` gives the HiFloat8 codes in that dtype.
     soc : str, optional
         The emulated chip, ``"ascend910b"``, ``"ascend950"`` or ``"ascend910"``.  None: ``get_soc_version()``.
     deterministic : bool, optional
@@ -288,6 +288,8 @@ def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Arr
 
     Returns
     -------
+    ConvTbcBackwardResult
+        A named tuple of the three gradients (``gi, gw, gb = ...`` unpacks it):
     grad_input : numpy.ndarray
         (T_in, B, Cin) in input's dtype, new and C-contiguous.
     grad_weight : numpy.ndarray
@@ -302,6 +304,9 @@ def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Arr
         keyword (the message names it with the caller's names, the value seen and what was expected), and for a
         problem whose workspace and outputs exceed this machine's physical memory (``memory_limit()``; the
         message gives the sizes).  See docs/numpy.md and docs/status-codes.md.
+    AclnnTypeError
+        (an AclnnError 161002 that is also a TypeError) for an argument of the wrong Python type: a float or str
+        ``pad``, a non-array where an array is required, a non-integer ``num_threads``, a non-str ``soc``.
     """
     arrays = (grad_output, input, weight, bias)
     scalars = (pad, cube_math_type, grad_weight_dtype, soc, deterministic, num_threads)
