@@ -33,7 +33,7 @@ import numpy as np
 
 import ml_dtypes
 
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from ._validation import PAD_MAX
 from ._op_conv_tbc import conv_tbc as _np_conv_tbc
@@ -41,6 +41,7 @@ from .api import conv_tbc_backward
 from . import codecs, formats as _formats
 from .enums import CubeMathType
 from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, AclnnTypeError, int_value, is_int, safe_repr
+from .typing import Accumulation, GradWeightDtype, HF32Rounding, HiF8Rounding, SocName, TorchCubeMathType
 
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
@@ -176,8 +177,18 @@ def _check_forward(input, weight, bias, pad):
     return int(pad)
 
 
-def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor", pad: int = 0,
-             **emulation: Any) -> "_torch.Tensor":
+if TYPE_CHECKING:  # what type checkers see: the emulation keywords by name and type (the same call at run time)
+    def conv_tbc(input: _torch.Tensor, weight: _torch.Tensor, bias: _torch.Tensor, pad: int = 0, *,
+                 cube_math_type: TorchCubeMathType = 0, grad_weight_dtype: GradWeightDtype = None,
+                 soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
+                 num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
+                 hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
+                 saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
+                 block_size: Optional[int] = None, order_seed: Optional[int] = None) -> _torch.Tensor: ...
+
+
+def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor",  # type: ignore[no-redef]
+             pad: int = 0, **emulation: Any) -> "_torch.Tensor":
     """``torch.conv_tbc(input, weight, bias, pad)`` as the emulated NPU computes it, both ways.
 
     The forward is ``pyconvtbc.conv_tbc`` (aclnnConvTbc), the backward ``pyconvtbc.conv_tbc_backward``
@@ -263,8 +274,17 @@ class ConvTBC(_torch.nn.Module):
         An unknown emulation keyword.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, padding: int = 0,
-                 **emulation: Any) -> None:
+    if TYPE_CHECKING:  # as for conv_tbc: the emulation keywords by name and type
+        def __init__(self, in_channels: int, out_channels: int, kernel_size: int, padding: int = 0, *,
+                     cube_math_type: TorchCubeMathType = 0, grad_weight_dtype: GradWeightDtype = None,
+                     soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
+                     num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
+                     hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
+                     saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
+                     block_size: Optional[int] = None, order_seed: Optional[int] = None) -> None: ...
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int,  # type: ignore[no-redef]
+                 padding: int = 0, **emulation: Any) -> None:
         super().__init__()
         for name, v, lo in (("in_channels", in_channels, 1), ("out_channels", out_channels, 1),
                             ("kernel_size", kernel_size, 1), ("padding", padding, 0)):

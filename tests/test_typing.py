@@ -134,3 +134,40 @@ def test_the_typed_user_script_runs():
                        timeout=600)
     assert r.returncode == 0, r.stderr
     assert "status 161002" in r.stdout and "CANN status 0" in r.stdout
+
+
+def _static_signatures(path, name):
+    """The keyword-only parameter names of each ``def name`` inside an ``if TYPE_CHECKING:`` block of a file."""
+    found = []
+    for node in ast.walk(ast.parse(Path(path).read_text())):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for d in node.body:
+                if isinstance(d, ast.FunctionDef) and d.name == name:
+                    found.append([a.arg for a in d.args.kwonlyargs])
+    return found
+
+
+def test_the_static_signatures_list_every_option_the_calls_take():
+    assert _static_signatures(profiles.__file__, "set_emulation_options") == [sorted(
+        profiles.get_emulation_options(), key=list(profiles._DEFAULT_OPTIONS).index)]
+    torch_py = Path(pc.__file__).parent / "torch.py"
+    sigs = _static_signatures(torch_py, "conv_tbc") + _static_signatures(torch_py, "__init__")
+    src = Path(torch_py).read_text()
+    keywords = ast.literal_eval(src.split("EMULATION_KEYWORDS = ", 1)[1].split(")", 1)[0] + ")")
+    assert len(sigs) == 2 and all(s == list(keywords) for s in sigs), sigs
+
+
+def test_mypy_flags_misspelled_options_of_the_torch_bridge(tmp_path):
+    _need_mypy()
+    pytest.importorskip("torch")
+    r = _mypy(tmp_path, '''\
+import torch
+from pyconvtbc.torch import ConvTBC, conv_tbc
+x = torch.zeros(6, 2, 3); w = torch.zeros(3, 3, 4); b = torch.zeros(4)
+y: torch.Tensor = conv_tbc(x, w, b, 1, cube_math_type="torch_npu", soc="ascend950", accumulation="cube")
+layer = ConvTBC(3, 4, 3, padding=1, cube_math_type="USE_HF32", grad_weight_dtype="hifloat8")
+conv_tbc(x, w, b, 1, soc="ascend91Ob")
+ConvTBC(3, 4, 3, accumulation="seq")
+''')
+    flagged = {int(line.split(":")[1]) for line in r.stdout.splitlines() if ": error:" in line}
+    assert flagged == {6, 7}, r.stdout
