@@ -167,9 +167,9 @@ def main(argv=None):
             names = zf.namelist()
             exts = {n: zf.read(n) for n in names if n.endswith(".so")}
         problems = wheel_problems(names) + debug_info_problems(exts)
-        print(f"check_build: wheel {os.path.basename(a.path)}: {os.path.getsize(a.path)} bytes; extensions "
-              + ", ".join(f"{n.rsplit('/', 1)[-1].split('.')[0]} {len(d)} bytes" for n, d in sorted(exts.items())))
-        print(f"check_build: wheel {os.path.basename(a.path)}: {len(names)} files")
+        print(f"check_build: wheel {os.path.basename(a.path)}: {len(names)} files, {os.path.getsize(a.path)} bytes; "
+              "extensions " + ", ".join(f"{n.rsplit('/', 1)[-1].split('.')[0]} {len(d)} bytes"
+                                        for n, d in sorted(exts.items())))
     else:
         problems = installed_problems(a.outside)
     for p in problems:
