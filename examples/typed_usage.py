@@ -53,7 +53,7 @@ def main() -> None:
         raise
     except AclnnError as e:
         print("status", e.status)
-    print("CANN status", cann_status())
+    print("CANN status", int(cann_status()))
 
 
 if __name__ == "__main__":

@@ -56,8 +56,12 @@ def test_a_bad_mode_is_refused():
 
 
 def _pyconvtbc_env():
+    """The environment of a child Python that imports the pyconvtbc this process imports: the parent of its
+    package directory first (a source checkout, or site-packages), never an unbuilt source tree."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    import pyconvtbc
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(pyconvtbc.__file__).resolve().parents[1])]
+                                        + [p for p in [env.get("PYTHONPATH")] if p])
     return env
 
 
