@@ -7,14 +7,14 @@ default determinism and the order of the cube's partial sums (docs/precision.md,
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from .enums import aclDataType as DT
 from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, int_value, is_int, safe_repr
 from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
-from .typing import Accumulation, HF32Rounding, HiF8Rounding, SocName
+from .typing import Accumulation, EmulationOptions, HF32Rounding, HiF8Rounding, SocName
 
 # Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
 COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = (c.code for c in COMPUTE_PRECISIONS)
@@ -209,10 +209,10 @@ else:
             _state["epoch"] += 1
 
 
-def get_emulation_options() -> Dict[str, Any]:
+def get_emulation_options() -> EmulationOptions:
     """The current emulation options as a dict (a copy)."""
     with _lock:
-        return dict(_options)
+        return dict(_options)  # type: ignore[return-value]  # (its keys and values: _DEFAULT_OPTIONS, checked)
 
 
 def reset_emulation_options() -> None:

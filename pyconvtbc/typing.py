@@ -7,13 +7,13 @@ variable must be annotated with the alias (``soc: SocName = "ascend950"``), or a
 case): the Literals list the spellings the documentation uses.  tests/test_typing.py checks that each Literal
 holds exactly the names the run-time checks accept.
 """
-from typing import Any, Literal, Optional, Type, Union
+from typing import Any, Literal, Optional, Type, TypedDict, Union
 
 import numpy as np
 from numpy.typing import NDArray
 
 __all__ = ["SocName", "Accumulation", "HF32Rounding", "HiF8Rounding", "CubeMathTypeName", "CubeMathTypeLike",
-           "TorchCubeMathType", "GradWeightDtypeName", "GradWeightDtype", "Array"]
+           "TorchCubeMathType", "GradWeightDtypeName", "GradWeightDtype", "Array", "EmulationOptions"]
 
 SocName = Literal["ascend910b", "ascend950", "ascend910"]
 """The emulated chip (``soc=``, ``set_soc_version``)."""
@@ -46,3 +46,14 @@ GradWeightDtype = Optional[Union[GradWeightDtypeName, int, "np.dtype[Any]", Type
 
 Array = NDArray[Any]
 """An array argument or result of the NumPy layer (float32, float16, bfloat16, 8-bit codes)."""
+
+
+class EmulationOptions(TypedDict):
+    """What ``get_emulation_options()`` returns (a plain dict at run time)."""
+    hf32_rounding: HF32Rounding
+    hf32_mantissa_bits: Optional[int]
+    hif8_rounding: HiF8Rounding
+    saturate: bool
+    accumulation: Accumulation
+    block_size: Optional[int]
+    order_seed: Optional[int]

@@ -71,6 +71,7 @@ def test_each_literal_is_exactly_what_the_calls_accept():
     names = {m.name for m in enums.CubeMathType}
     assert set(_args(pt.CubeMathTypeName)) == names | {n.lower() for n in names}
     assert "torch_npu" in _args(pt.TorchCubeMathType)
+    assert list(pt.EmulationOptions.__annotations__) == list(pc.get_emulation_options())
 
 
 @pytest.mark.parametrize("name", _args(pt.GradWeightDtypeName))
