@@ -18,7 +18,8 @@ from .enums import ACL_OPT_DETERMINISTIC
 from .memory import DevicePtr, is_device_ptr
 from .profiles import get_profile, resolve_options
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
-                     ACLNN_SUCCESS, AclnnError, AclnnTypeError, exc_text, int_value, is_int, never_raises, safe_repr, set_error)
+                     ACLNN_SUCCESS, AclnnError, AclnnTypeError, exc_text, int_value, is_int, never_raises, safe_repr,
+                     set_error)
 from .tensor import aclTensor
 
 
