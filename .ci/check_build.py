@@ -17,7 +17,6 @@ Exit status 0 when every check passes, 1 (with one line per failure on stderr) o
 """
 import argparse
 import os
-import struct
 import subprocess
 import sys
 import tarfile
@@ -100,6 +99,7 @@ def wheel_problems(names):
 
 def elf_section_names(data):
     """The section names of an ELF64 shared object (bytes), or None for anything else."""
+    import struct
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
         return None
     e = "<" if data[5] == 1 else ">"
