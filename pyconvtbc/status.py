@@ -156,8 +156,8 @@ class AclnnTypeError(AclnnError, TypeError):
 # The public names (the package re-exports them); set_error stays internal.
 # (a list literal: the form type checkers read; tests/test_typing.py checks it is complete)
 __all__ = [
-    "aclnnStatus", "aclError", "AclnnError", "AclnnTypeError", "aclGetRecentErrMsg", "ACLNN_SUCCESS", "ACLNN_ERR_PARAM_NULLPTR",
-    "ACLNN_ERR_PARAM_INVALID", "ACLNN_ERR_RUNTIME_ERROR", "ACLNN_ERR_INNER", "ACLNN_ERR_INNER_CREATE_EXECUTOR",
+    "aclnnStatus", "aclError", "AclnnError", "AclnnTypeError", "aclGetRecentErrMsg", "ACLNN_SUCCESS",
+    "ACLNN_ERR_PARAM_NULLPTR", "ACLNN_ERR_PARAM_INVALID", "ACLNN_ERR_RUNTIME_ERROR", "ACLNN_ERR_INNER", "ACLNN_ERR_INNER_CREATE_EXECUTOR",
     "ACLNN_ERR_INNER_NULLPTR", "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_BAD_ALLOC",
     "ACL_ERROR_RT_INTERNAL_ERROR", "ACL_ERROR_INTERNAL_ERROR"
 ]
