@@ -61,9 +61,9 @@ def _release_flags(sanitize):
 def _announce_compile(n_modules):
     """Say that the C kernels are being compiled and for how long, on stderr and, when pip has captured stderr
     (it shows only a spinner), on the terminal too."""
-    msg = (f"pyconvtbc: compiling the C kernels ({n_modules} extension modules); this usually takes 1-3 minutes "
-           "(about 1 on 2 cores of a recent x86-64), during which pip shows only its spinner (pip -v shows the "
-           "compiler)\n")
+    modules = f"{n_modules} extension module{'s' if n_modules != 1 else ''}"
+    msg = (f"pyconvtbc: compiling the C kernels ({modules}); this usually takes 1-3 minutes (about 1 on 2 cores "
+           "of a recent x86-64), during which pip shows only its spinner (pip -v shows the compiler)\n")
     sys.stderr.write(msg)
     sys.stderr.flush()
     if sys.stderr.isatty():
