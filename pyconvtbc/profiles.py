@@ -6,8 +6,8 @@ default determinism and the order of the cube's partial sums (docs/precision.md,
 """
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass, field
 
 import numpy as np
 
