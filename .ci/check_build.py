@@ -7,7 +7,8 @@
 ``sdist``: has LICENSE, README.md, the build files, the Cython sources and the test suite's helpers
 (tests/conftest.py, tests/reference.py), every file git tracks when ``--repo`` is a git checkout, and no build
 output (Cython's generated .c, compiled objects, caches).
-``wheel``: the .py modules, the compiled extensions, py.typed and the licence; no sources (.pyx, .pxd, .c, .h).
+``wheel``: the .py modules, the compiled extensions, py.typed and the licence; no sources (.pyx, .pxd, .c, .h);
+extensions without debug info (a release build: setup.py compiles with -g0 and links with --strip-debug).
 ``installed``: pyconvtbc imports from outside DIR (not a source tree), was built with OpenMP and with the
 vector kernels this CPU supports.  Opt-outs, for machines or compilers without them:
 PYCONVTBC_CI_ALLOW_NO_OPENMP=1 and PYCONVTBC_CI_ALLOW_PORTABLE=1.
@@ -99,6 +100,28 @@ def wheel_problems(names):
     return problems
 
 
+def elf_section_names(data):
+    """The section names of an ELF64 shared object (bytes), or None for anything else."""
+    import struct
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
+        return None
+    e = "<" if data[5] == 1 else ">"
+    shoff, = struct.unpack_from(e + "Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", data, 0x3A)
+    if shoff == 0 or shnum == 0 or shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
+        return None
+    headers = [struct.unpack_from(e + "IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    str_off, str_size = headers[shstrndx][4], headers[shstrndx][5]
+    table = data[str_off:str_off + str_size]
+    return [table[h[0]:table.index(b"\0", h[0])].decode("ascii", "replace") for h in headers]
+
+
+def debug_info_problems(members):
+    """members: {name: bytes} of the wheel's extensions; a problem for each that carries DWARF debug info."""
+    return [f"wheel extension {n} carries debug info (.debug_info): a release build strips it"
+            for n, data in sorted(members.items()) if ".debug_info" in (elf_section_names(data) or [])]
+
+
 def _sdist_members(path):
     with tarfile.open(path) as tf:
         names = [m.name for m in tf.getmembers() if m.isfile()]
@@ -145,8 +168,11 @@ def main(argv=None):
     elif a.what == "wheel":
         with zipfile.ZipFile(a.path) as zf:
             names = zf.namelist()
-        problems = wheel_problems(names)
-        print(f"check_build: wheel {os.path.basename(a.path)}: {len(names)} files")
+            exts = {n: zf.read(n) for n in names if n.endswith(".so")}
+        problems = wheel_problems(names) + debug_info_problems(exts)
+        print(f"check_build: wheel {os.path.basename(a.path)}: {len(names)} files, {os.path.getsize(a.path)} bytes; "
+              "extensions " + ", ".join(f"{n.rsplit('/', 1)[-1].split('.')[0]} {len(d)} bytes"
+                                        for n, d in sorted(exts.items())))
     else:
         problems = installed_problems(a.outside)
     for p in problems:

@@ -1,9 +1,10 @@
-"""Benchmark: pyconvtbc.conv_tbc_backward against torch.ops.aten.conv_tbc_backward (issue 4).
+"""Benchmark: pyconvtbc.conv_tbc_backward against torch.ops.aten.conv_tbc_backward.
 
     python bench/run.py                  # the full matrix (about 6 minutes on 2 quiet cores)
     python bench/run.py --quick          # a few cases, fewer repetitions
     python bench/run.py -k small -k t2   # only cases whose name contains every filter
     python bench/run.py --md out.md      # also write the table as Markdown
+    python bench/run.py --progress | tee log   # progress as plain lines on stderr even when it is not a terminal
 
 Per case: shape, dtype, cube math type, threads, pyconvtbc ms, torch ms (same thread count), torch/pyconvtbc
 (how many times faster pyconvtbc is), GFLOP/s (4*T_out*B*Cin*Cout*K per call), % of the machine's float32 GEMM
@@ -292,6 +293,10 @@ def main(argv=None):
     ap.add_argument("--md", help="write the table (and the machine line) as Markdown to this file")
     ap.add_argument("--json", help="write the raw results to this file")
     ap.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    ap.add_argument("--progress", dest="progress", action="store_const", const=True, default="auto",
+                    help="always show progress on stderr: a bar on a terminal, else plain lines (default: a bar when "
+                         "stderr is a terminal, nothing otherwise)")
+    ap.add_argument("--no-progress", dest="progress", action="store_const", const=False, help="never show progress")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args, rest = ap.parse_known_args(argv)
     if args.worker:
@@ -331,7 +336,8 @@ def main(argv=None):
     samples = {c: {"ours": [], "torch": []} for c in cases}
     gemm = {t: [] for t in threads}
     isa = tver = None
-    t_start = time.time()
+    from pyconvtbc._console import Progress
+    bar = Progress(passes * len(cases), "bench", args.progress)
     try:
         for p in range(passes):
             for t in threads:
@@ -346,8 +352,9 @@ def main(argv=None):
                     isa = res.get("isa", isa)
                     tver = res.get("version", tver)
                     time.sleep(PAUSE_S)
-            print(f"pass {p + 1}/{passes} done ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
+                bar.update(1, f"pass {p + 1}/{passes}: {c.name}")
     finally:
+        bar.close()
         ours.close()
         if theirs:
             theirs.close()
@@ -383,4 +390,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pyconvtbc._console import quiet_broken_pipe
+    sys.exit(quiet_broken_pipe(main))

@@ -17,7 +17,7 @@ N x C threads.  The emulated backward runs with ``deterministic=True``: the same
 
 ``--dump DIR`` writes, per rank, ``rank<R>.pt``: the gradients of the first step before the all-reduce (recorded
 by a DDP communication hook) and after it, the rank's share of the batch, and the loss of every step.
-Needs torch with torch.distributed (pip install 'pyconvtbc[torch]').
+Needs torch with torch.distributed (pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu).
 """
 import argparse
 import os

@@ -10,7 +10,7 @@ aclnnConvTbcBackward) in one of: KEEP_DTYPE (fp32), USE_HF32, USE_FP16, and KEEP
 gradWeight.  Every run starts from the same weights and sees the same batches, so the curves differ only by the
 emulated precision.  ``python -m pyconvtbc study train`` is the larger workflow (a fairseq-style language model,
 torch's fp32 run as the reference, time per step).
-Needs torch (pip install 'pyconvtbc[torch]'); the plot needs matplotlib ('pyconvtbc[plot]').
+Needs torch (pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu); the plot needs matplotlib ('pyconvtbc[plot]').
 """
 import argparse
 import os

@@ -2,8 +2,9 @@
 
 Also installed as the ``pyconvtbc`` command.  Exit status: 0 on success (``--help`` and ``--version``
 included), 2 for a usage error (no command, an unknown command or option: the message goes to stderr),
-1 when the demo's CANN calls return an error status, 130 on Ctrl-C.  ``study`` parses its own options
-(``python -m pyconvtbc study --help``) and returns its own status.
+1 when the demo's CANN calls return an error status, 130 on Ctrl-C, 141 when the reader of stdout has gone
+(``python -m pyconvtbc demo | head -3``: the command stops quietly, with no traceback).  ``study`` parses its
+own options (``python -m pyconvtbc study --help``) and returns its own status.
 """
 import argparse
 import os
@@ -55,9 +56,10 @@ def _run(argv, prog):
 
 def main(argv=None):
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    from ._console import quiet_broken_pipe
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _run(argv, _prog())
+        return quiet_broken_pipe(lambda: _run(argv, _prog()))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

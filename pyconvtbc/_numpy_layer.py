@@ -18,8 +18,9 @@ from ._handoff import Problem
 from ._kernels._openmp import omp_max_threads
 from ._plan import Plan, make_plan
 from ._twophase import Operator, threads as _threads
-from ._validation import Invalid
+from ._validation import Invalid, wrong_type
 from .enums import CubeMathType, aclFormat, acl_dtype_of_numpy
+from .formats import is_en_hifloat8
 from .memory import memory_limit
 from .profiles import (OPTION_EXPECTED, PROFILES, SocProfile, check_option, get_profile, resolve_options,
                        settings_key)
@@ -76,6 +77,10 @@ def as_input(a: Any) -> Any:
         return a
     if type(a) is not np.ndarray:
         a = np.ndarray.view(a, np.ndarray)  # ndarray's own view: no method the subclass overrides runs
+    if is_en_hifloat8(a.dtype):             # en_dtypes.hifloat8: the kernels read its bytes, HiFloat8 codes
+        d = ArrayDesc(a.view(np.uint8), acl_dtype_of_numpy(a.dtype))
+        d.np_dtype = a.dtype
+        return d
     return ArrayDesc(a)
 
 
@@ -88,9 +93,10 @@ def guarded(op: Operator, name: str, value: Any, fn: Callable[[], Any], expected
     try:
         return fn()
     except ValueError as e:
-        op.numpy_error(ACLNN_ERR_PARAM_INVALID, e)
+        op.numpy_error(ACLNN_ERR_PARAM_INVALID, e, wrong_type(name, value))
     except Exception:
-        op.numpy_error(ACLNN_ERR_PARAM_INVALID, f"{name} is {safe_repr(value)}; expected {expected}")
+        op.numpy_error(ACLNN_ERR_PARAM_INVALID, f"{name} is {safe_repr(value)}; expected {expected}",
+                       wrong_type(name, value))
 
 
 def cube_math_type_value(value: Any) -> Any:
@@ -114,7 +120,7 @@ def check(op: Operator, descs: dict, scalars: dict, profile: SocProfile) -> Prob
     try:
         return op.check(descs, scalars, profile, is_array_desc, expected_array, numpy=True)
     except Invalid as e:
-        op.numpy_error(e.status, e.message)
+        op.numpy_error(e.status, e.message, e.wrong_type)
     except Exception as e:  # pragma: no cover - the rules read values through safe comparisons and reprs
         op.numpy_error(ACLNN_ERR_PARAM_INVALID, f"an argument could not be read ({exc_text(e)})")
 

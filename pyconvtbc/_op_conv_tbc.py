@@ -19,7 +19,7 @@ from ._handoff import Problem, Shape
 from ._kernels import _conv_tbc
 from ._plan import WS_ALIGN, aligned_workspace
 from ._validation import (FLOATS, INVALID, Invalid, check_cube_math_type, check_descriptors, check_dims_nonnegative,
-                          check_memory, check_pad, check_ranks, dtype_names, dtype_seen)
+                          check_memory, check_pad, check_ranks, dtype_names, dtype_seen, wrong_type)
 from .enums import NUMPY_DTYPE, aclDataType as DT, aclFormat, dtype_name, format_name
 from .memory import DevicePtr
 from .formats import K0_8BIT
@@ -27,6 +27,7 @@ from .profiles import COMPUTE_BF16, COMPUTE_FP16, COMPUTE_FP32
 from .runtime import aclrtStream
 from .status import ACLNN_ERR_INNER, int_value, is_int, never_raises, safe_repr
 from .tensor import aclTensor
+from .typing import Accumulation, Array, CubeMathTypeLike, HF32Rounding, HiF8Rounding, SocName
 
 NAMES = ("self", "weight", "bias", "out")
 INPUTS = NAMES[:3]
@@ -277,7 +278,8 @@ FORWARD = ConvTbc()
 
 # ---- CANN layer ----------------------------------------------------------------------------------
 @never_raises(ACLNN_ERR_INNER, lambda rc: (rc, 0, None))
-def aclnnConvTbcGetWorkspaceSize(self: aclTensor, weight: aclTensor, bias: aclTensor, pad: int, out: aclTensor,
+def aclnnConvTbcGetWorkspaceSize(self: Optional[aclTensor], weight: Optional[aclTensor], bias: Optional[aclTensor],
+                                 pad: int, out: Optional[aclTensor],
                                  cube_math_type: int) -> Tuple[int, int, Optional["_twophase.aclOpExecutor"]]:
     """Phase 1 of the forward: validate, plan, size the workspace.  Returns (status, workspace_size, executor)."""
     tensors = dict(zip(NAMES, (self, weight, bias, out)))
@@ -285,7 +287,7 @@ def aclnnConvTbcGetWorkspaceSize(self: aclTensor, weight: aclTensor, bias: aclTe
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclnnConvTbc(workspace: Optional[DevicePtr], workspace_size: int, executor: "_twophase.aclOpExecutor",
+def aclnnConvTbc(workspace: Optional[DevicePtr], workspace_size: int, executor: Optional["_twophase.aclOpExecutor"],
                  stream: Optional[aclrtStream]) -> int:
     """Phase 2 of the forward: check the workspace and executor, enqueue the work on ``stream``, return."""
     return _twophase.execute(FORWARD, workspace, workspace_size, executor, stream)
@@ -297,11 +299,12 @@ def _out_desc(shape, data_type):
     return nl.ArrayDesc(np.empty(0, np.uint8), data_type, shape)
 
 
-def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int = 0, *, cube_math_type: int = 0,
-             soc: Optional[str] = None, num_threads: Optional[int] = None, hf32_rounding: Optional[str] = None,
-             hf32_mantissa_bits: Optional[int] = None, hif8_inputs: bool = False, hif8_rounding: Optional[str] = None,
-             saturate: Optional[bool] = None, accumulation: Optional[str] = None,
-             block_size: Optional[int] = None, order_seed: Optional[int] = None) -> np.ndarray:
+def conv_tbc(input: Array, weight: Array, bias: Array, pad: int = 0, *, cube_math_type: CubeMathTypeLike = 0,
+             soc: Optional[SocName] = None, num_threads: Optional[int] = None,
+             hf32_rounding: Optional[HF32Rounding] = None, hf32_mantissa_bits: Optional[int] = None,
+             hif8_inputs: bool = False, hif8_rounding: Optional[HiF8Rounding] = None, saturate: Optional[bool] = None,
+             accumulation: Optional[Accumulation] = None, block_size: Optional[int] = None,
+             order_seed: Optional[int] = None) -> Array:
     """The forward of the TBC convolution as the emulated NPU computes it (CANN's aclnnConvTbc).
 
     ``out[t, b, co] = bias[co] + sum_k sum_ci input[t+k-pad, b, ci] * weight[k, ci, co]``, as ``torch.conv_tbc``.
@@ -310,7 +313,8 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
     ----------
     input : numpy.ndarray
         (T_in, B, Cin): float32, float16 or ``ml_dtypes.bfloat16``, any strides (read in place); with
-        ``hif8_inputs=True`` (ascend950 only), uint8 HiFloat8 codes.
+        ``hif8_inputs=True`` (ascend950 only), uint8 HiFloat8 codes; ``en_dtypes.hifloat8`` arrays are HiFloat8
+        codes by their dtype (ascend950 only; the result is then ``en_dtypes.hifloat8`` too).
     weight : numpy.ndarray
         (K, Cin, Cout), in input's dtype (no promotion: mixed dtypes are an error, as in CANN).
     bias : numpy.ndarray
@@ -348,12 +352,18 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
         (a ValueError) with ``.status`` 161001 for a ``None`` array and 161002 for every other bad argument; the
         message names it with this function's argument names, the value seen and what was expected; also for a
         problem whose workspace and output exceed this machine's physical memory (``memory_limit()``).
+    AclnnTypeError
+        (an AclnnError 161002 that is also a TypeError) for an argument of the wrong Python type, as in
+        ``conv_tbc_backward``.
     """
     arrays = (input, weight, bias)
     scalars = (pad, cube_math_type, soc, num_threads, hif8_inputs)
     options = (hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed)
     key = nl.cache_key(FORWARD, arrays, scalars, options, num_threads)
-    return nl.call(FORWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))[0]
+    out = nl.call(FORWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))[0]
+    if _reg.is_en_hifloat8(input):              # en_dtypes.hifloat8 operands: the result in that dtype too
+        out = out.view(input.dtype)
+    return out
 
 
 def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads, hif8_inputs, hf32_rounding,
@@ -382,7 +392,8 @@ def _plan_numpy_call(input, weight, bias, pad, cube_math_type, soc, num_threads,
 
     def hif8_rule():           # runs first among the data-type rules
         if not flag:
-            raise Invalid(INVALID, f"hif8_inputs is {safe_repr(hif8_inputs)}; expected True or False")
+            raise Invalid(INVALID, f"hif8_inputs is {safe_repr(hif8_inputs)}; expected True or False",
+                          wrong_type=wrong_type("hif8_inputs", hif8_inputs))
         if not hif8_inputs:
             return
         if not profile.eight_bit_operands:

@@ -4,7 +4,7 @@ Everything operator-neutral lives in ``_twophase`` (executor, phases, streams, m
 (shared rules), ``_plan`` and ``_numpy_layer``; this module declares what is particular to this operator
 (docs/developer.md, "Adding an operator").
 """
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -23,6 +23,8 @@ from .profiles import promote
 from .runtime import aclrtStream
 from .status import ACLNN_ERR_INNER, never_raises, safe_repr
 from .tensor import aclTensor
+from .typing import (Accumulation, Array, CubeMathTypeLike, GradWeightDtype, HF32Rounding, HiF8Rounding,
+                     SocName)
 
 NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
 INPUTS = NAMES[:4]
@@ -162,9 +164,10 @@ BACKWARD = ConvTbcBackward()
 
 # ---- CANN layer ----------------------------------------------------------------------------------
 @never_raises(ACLNN_ERR_INNER, lambda rc: (rc, 0, None))
-def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weight: aclTensor, bias: aclTensor,
-                                         pad: int, cube_math_type: int, grad_input: aclTensor,
-                                         grad_weight: aclTensor, grad_bias: aclTensor
+def aclnnConvTbcBackwardGetWorkspaceSize(self: Optional[aclTensor], input: Optional[aclTensor],
+                                         weight: Optional[aclTensor], bias: Optional[aclTensor], pad: int,
+                                         cube_math_type: int, grad_input: Optional[aclTensor],
+                                         grad_weight: Optional[aclTensor], grad_bias: Optional[aclTensor]
                                          ) -> Tuple[int, int, Optional["_twophase.aclOpExecutor"]]:
     """Phase 1: validate, plan, size the workspace.  Returns (status, workspace_size, executor)."""
     tensors = dict(zip(NAMES, (self, input, weight, bias, grad_input, grad_weight, grad_bias)))
@@ -172,7 +175,8 @@ def aclnnConvTbcBackwardGetWorkspaceSize(self: aclTensor, input: aclTensor, weig
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclnnConvTbcBackward(workspace: Optional[DevicePtr], workspace_size: int, executor: "_twophase.aclOpExecutor",
+def aclnnConvTbcBackward(workspace: Optional[DevicePtr], workspace_size: int,
+                         executor: Optional["_twophase.aclOpExecutor"],
                          stream: Optional[aclrtStream]) -> int:
     """Phase 2: check the workspace and executor, enqueue the work on ``stream``, return at once."""
     return _twophase.execute(BACKWARD, workspace, workspace_size, executor, stream)
@@ -216,14 +220,21 @@ class _NotADtype:
             return f"<{type(self.value).__name__}>"
 
 
-def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.ndarray, bias: np.ndarray,
-                      pad: int = 0, *, cube_math_type: int = 0, grad_weight_dtype: Any = None,
-                      soc: Optional[str] = None, deterministic: Optional[bool] = None,
-                      num_threads: Optional[int] = None, hf32_rounding: Optional[str] = None,
-                      hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[str] = None,
-                      saturate: Optional[bool] = None, accumulation: Optional[str] = None,
+class ConvTbcBackwardResult(NamedTuple):
+    """``conv_tbc_backward``'s three gradients, by name or unpacked: ``gi, gw, gb = conv_tbc_backward(...)``."""
+    grad_input: Array
+    grad_weight: Array
+    grad_bias: Array
+
+
+def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Array,
+                      pad: int = 0, *, cube_math_type: CubeMathTypeLike = 0, grad_weight_dtype: GradWeightDtype = None,
+                      soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
+                      num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
+                      hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
+                      saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
                       block_size: Optional[int] = None, order_seed: Optional[int] = None
-                      ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      ) -> ConvTbcBackwardResult:
     """Gradients of conv_tbc as the emulated NPU computes them (CANN's aclnnConvTbcBackward).
 
     Parameters
@@ -248,7 +259,7 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
     grad_weight_dtype : optional
         grad_weight's dtype: None (weight's dtype, the default), weight's own dtype, ``"hifloat8"`` (uint8
         HiFloat8 codes; decode with ``hif8_decode``) or ``"float8_e4m3fn"``; names, NumPy dtypes or the
-        matching aclDataType values.
+        matching aclDataType values.  ``en_dtypes.hifloat8`` gives the HiFloat8 codes in that dtype.
     soc : str, optional
         The emulated chip, ``"ascend910b"``, ``"ascend950"`` or ``"ascend910"``.  None: ``get_soc_version()``.
     deterministic : bool, optional
@@ -277,6 +288,8 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
 
     Returns
     -------
+    ConvTbcBackwardResult
+        A named tuple of the three gradients (``gi, gw, gb = ...`` unpacks it):
     grad_input : numpy.ndarray
         (T_in, B, Cin) in input's dtype, new and C-contiguous.
     grad_weight : numpy.ndarray
@@ -291,12 +304,19 @@ def conv_tbc_backward(grad_output: np.ndarray, input: np.ndarray, weight: np.nda
         keyword (the message names it with the caller's names, the value seen and what was expected), and for a
         problem whose workspace and outputs exceed this machine's physical memory (``memory_limit()``; the
         message gives the sizes).  See docs/numpy.md and docs/status-codes.md.
+    AclnnTypeError
+        (an AclnnError 161002 that is also a TypeError) for an argument of the wrong Python type: a float or str
+        ``pad``, a non-array where an array is required, a non-integer ``num_threads``, a non-str ``soc``.
     """
     arrays = (grad_output, input, weight, bias)
     scalars = (pad, cube_math_type, grad_weight_dtype, soc, deterministic, num_threads)
     options = (hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed)
     key = nl.cache_key(BACKWARD, arrays, scalars, options, num_threads)
-    return nl.call(BACKWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))
+    gi, gw, gb = nl.call(BACKWARD, key, arrays, lambda: _plan_numpy_call(*arrays, *scalars, *options))
+    if grad_weight_dtype is not None and not isinstance(grad_weight_dtype, (str, int)) \
+            and _reg.is_en_hifloat8(grad_weight_dtype):
+        gw = gw.view(np.dtype(grad_weight_dtype))       # asked for as en_dtypes.hifloat8: the codes as that dtype
+    return ConvTbcBackwardResult(gi, gw, gb)
 
 
 def _plan_numpy_call(grad_output, input, weight, bias, pad, cube_math_type, grad_weight_dtype, soc, deterministic,

@@ -18,7 +18,8 @@ from .enums import ACL_OPT_DETERMINISTIC
 from .memory import DevicePtr, is_device_ptr
 from .profiles import get_profile, resolve_options
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
-                     ACLNN_SUCCESS, AclnnError, exc_text, int_value, is_int, never_raises, safe_repr, set_error)
+                     ACLNN_SUCCESS, AclnnError, AclnnTypeError, exc_text, int_value, is_int, never_raises, safe_repr,
+                     set_error)
 from .tensor import aclTensor
 
 
@@ -41,8 +42,8 @@ class Operator:
         """How a message names argument ``name`` (the NumPy layer may use its own words)."""
         return self.numpy_labels.get(name, name) if numpy else name
 
-    def numpy_error(self, status, msg):
-        raise AclnnError(status, f"{self.numpy_name}: {msg}")
+    def numpy_error(self, status, msg, wrong_type=False):
+        raise (AclnnTypeError if wrong_type else AclnnError)(status, f"{self.numpy_name}: {msg}")
 
     # ---- implement ----
     def check(self, t, scalars, profile, is_descriptor, expected, numpy=False):
@@ -185,7 +186,7 @@ def get_workspace_size(op: Operator, tensors: dict, scalars: dict) -> Tuple[int,
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
+def aclSetAclOpExecutorRepeatable(executor: Optional["aclOpExecutor"]) -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclSetAclOpExecutorRepeatable: executor is None; "
                          "expected an executor from phase 1")
@@ -197,7 +198,7 @@ def aclSetAclOpExecutorRepeatable(executor: "aclOpExecutor") -> int:
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclDestroyAclOpExecutor(executor: "aclOpExecutor") -> int:
+def aclDestroyAclOpExecutor(executor: Optional["aclOpExecutor"]) -> int:
     if executor is None:
         return set_error(ACLNN_ERR_INNER_NULLPTR, "aclDestroyAclOpExecutor: executor is None; expected a live executor")
     if not isinstance(executor, aclOpExecutor) or not executor.genuine or executor.state == "destroyed":

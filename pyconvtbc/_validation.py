@@ -23,10 +23,33 @@ CUBE_MATH_TYPES = "0 (KEEP_DTYPE), 1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) o
 
 
 class Invalid(Exception):
-    def __init__(self, status, message):
+    """A failed rule.  wrong_type: the argument is of the wrong Python type (the NumPy layer raises AclnnTypeError)."""
+
+    def __init__(self, status, message, wrong_type=False):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.wrong_type = wrong_type
+
+
+# The Python types each keyword of the NumPy layer takes (None aside): a value of another type is a TypeError
+# there (AclnnTypeError), a value of the right type that is not accepted a ValueError (AclnnError).
+_INTS = ("num_threads", "block_size", "order_seed", "hf32_mantissa_bits")
+_STRS = ("soc", "accumulation", "hf32_rounding", "hif8_rounding")
+_BOOLS = ("saturate", "deterministic", "hif8_inputs")
+
+
+def wrong_type(name, value):
+    """True when keyword ``name`` has a value of a Python type it never takes (see _INTS, _STRS, _BOOLS)."""
+    if value is None:
+        return False
+    if name in _INTS:
+        return not is_int(value)
+    if name in _STRS:
+        return not isinstance(value, str)
+    if name in _BOOLS:
+        return not isinstance(value, (bool, int, np.bool_, np.integer))
+    return False
 
 
 def or_list(words):
@@ -72,7 +95,8 @@ def check_descriptors(t, names, is_descriptor, expected, label):
                 destroyed = False
             name = type(obj).__name__
             what = "a destroyed aclTensor" if destroyed else f"{'an' if name[:1] in 'aeiouAEIOU' else 'a'} {name}"
-            raise Invalid(INVALID, f"{label(n)} is {what}; expected {expected(obj) if callable(expected) else expected}")
+            raise Invalid(INVALID, f"{label(n)} is {what}; expected {expected(obj) if callable(expected) else expected}",
+                          wrong_type=not destroyed)
 
 
 def check_formats(t, names, label, allowed=FORMATS):
@@ -108,7 +132,7 @@ def check_pad(pad, T_in):
     """pad in [0, PAD_MAX], and T_in + 2*pad + 1 within int64 (the kernels compute T_out in int64)."""
     n = int_value(pad)
     if n is None or not 0 <= n <= PAD_MAX:
-        raise Invalid(INVALID, f"pad is {safe_repr(pad)}; expected an integer in [0, {PAD_MAX}]")
+        raise Invalid(INVALID, f"pad is {safe_repr(pad)}; expected an integer in [0, {PAD_MAX}]", wrong_type=n is None)
     pad = n
     if T_in + 2 * pad + 1 > INT64_MAX:  # the kernels compute T_in + 2*pad - K + 1 in int64, left to right
         raise Invalid(INVALID, f"T_in + 2*pad + 1 = {T_in} + 2*{pad} + 1 overflows int64; expected a smaller "
@@ -123,7 +147,7 @@ def check_cube_math_type(cube_math_type, profile, promoted, label, numpy=False):
     if n is None or not 0 <= n <= 3:
         names = ", or one of those names" if numpy else ""
         raise Invalid(INVALID, f"{label('cubeMathType')} is {safe_repr(cube_math_type)}; expected {CUBE_MATH_TYPES}"
-                      f"{names}")
+                      f"{names}", wrong_type=n is None and not (numpy and isinstance(cube_math_type, str)))
     cube_math_type = n
     C = compute_precision(profile, promoted, cube_math_type)
     if C is None:

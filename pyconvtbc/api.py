@@ -9,9 +9,11 @@ docs/developer.md draws the modules: ``_twophase`` (executor, phases, streams), 
 base), ``_op_conv_tbc_backward`` (this operator's tensors, rules and kernel calls).
 """
 from ._numpy_layer import WORKSPACE_KEEP_BYTES, memory_limit, release_workspace
-from ._op_conv_tbc_backward import aclnnConvTbcBackward, aclnnConvTbcBackwardGetWorkspaceSize, conv_tbc_backward
+from ._op_conv_tbc_backward import (ConvTbcBackwardResult, aclnnConvTbcBackward, aclnnConvTbcBackwardGetWorkspaceSize,
+                                    conv_tbc_backward)
 from ._twophase import aclDestroyAclOpExecutor, aclOpExecutor, aclSetAclOpExecutorRepeatable
 
 __all__ = ["aclnnConvTbcBackwardGetWorkspaceSize", "aclnnConvTbcBackward", "aclSetAclOpExecutorRepeatable",
-           "aclDestroyAclOpExecutor", "aclOpExecutor", "conv_tbc_backward", "release_workspace", "memory_limit",
+           "aclDestroyAclOpExecutor", "aclOpExecutor", "conv_tbc_backward", "ConvTbcBackwardResult",
+           "release_workspace", "memory_limit",
            "WORKSPACE_KEEP_BYTES"]

@@ -351,6 +351,18 @@ def _shown(value) -> str:
         return f"<{type(value).__name__} object>"
 
 
+def is_en_hifloat8(dt: object) -> bool:
+    """True for en_dtypes' ``hifloat8`` (the dtype, its scalar type or an array of it): HiFloat8 codes held as
+    their own NumPy dtype, bit for bit the ``uint8`` codes pyconvtbc uses (``arr.view(np.uint8)``).  en_dtypes is
+    not imported here: a value from it can only exist if the user has it."""
+    try:
+        d = np.dtype(getattr(dt, "dtype", dt))
+        return d.kind == "V" and d.itemsize == 1 and d.name == "hifloat8" \
+            and d.type.__module__.split(".")[0] == "en_dtypes"
+    except Exception:
+        return False
+
+
 def is_float_like(dt: np.dtype) -> bool:
     """NumPy floats, and ml_dtypes / en_dtypes float types of at most 4 bytes (bfloat16, float8, ...)."""
     if dt.kind == "f":

@@ -6,6 +6,7 @@ default determinism and the order of the cube's partial sums (docs/precision.md,
 """
 import os
 import threading
+from typing import TYPE_CHECKING, Optional
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
@@ -14,6 +15,7 @@ import numpy as np
 from .enums import aclDataType as DT
 from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, int_value, is_int, safe_repr
 from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
+from .typing import Accumulation, EmulationOptions, HF32Rounding, HiF8Rounding, SocName
 
 # Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
 COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = (c.code for c in COMPUTE_PRECISIONS)
@@ -118,7 +120,7 @@ def _check_soc(name, argname="soc"):
     return name.lower()
 
 
-def set_soc_version(name):
+def set_soc_version(name: SocName) -> None:
     """Select the emulated chip for the whole process: 'ascend910b' (default), 'ascend950', 'ascend910'."""
     name = _check_soc(name)
     with _lock:
@@ -126,7 +128,7 @@ def set_soc_version(name):
         _state["epoch"] += 1
 
 
-def get_soc_version():
+def get_soc_version() -> str:
     """The emulated chip: set_soc_version's, else $PYCONVTBC_SOC_VERSION, else 'ascend910b'."""
     with _lock:
         if _state["soc"] is not None:
@@ -203,29 +205,35 @@ def _check_option(name, value):
     return value
 
 
-def set_emulation_options(**kwargs):
-    """Set process-wide emulation options (read at phase 1): hf32_rounding, hf32_mantissa_bits,
-    hif8_rounding, saturate, accumulation, block_size, order_seed.  ``None`` sets an option's default (as a
-    NumPy-layer keyword's ``None`` falls back to the process setting).  Unknown names and bad values raise
-    ``AclnnError`` 161002 (a ``ValueError``) naming the option, the value and what was expected; nothing is
-    changed then."""
-    try:
-        checked = {k: check_option(k, _DEFAULT_OPTIONS[k] if v is None and k in _DEFAULT_OPTIONS else v)
-                   for k, v in kwargs.items()}
-    except ValueError as e:
-        raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"set_emulation_options: {e}") from None
-    with _lock:
-        _options.update(checked)
-        _state["epoch"] += 1
+if TYPE_CHECKING:  # what type checkers see: the options by name, each with its type (the same call at run time)
+    def set_emulation_options(*, hf32_rounding: Optional[HF32Rounding] = None,
+                              hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
+                              saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
+                              block_size: Optional[int] = None, order_seed: Optional[int] = None) -> None: ...
+else:
+    def set_emulation_options(**kwargs):
+        """Set process-wide emulation options (read at phase 1): hf32_rounding, hf32_mantissa_bits,
+        hif8_rounding, saturate, accumulation, block_size, order_seed.  ``None`` sets an option's default (as a
+        NumPy-layer keyword's ``None`` falls back to the process setting).  Unknown names and bad values raise
+        ``AclnnError`` 161002 (a ``ValueError``) naming the option, the value and what was expected; nothing is
+        changed then."""
+        try:
+            checked = {k: check_option(k, _DEFAULT_OPTIONS[k] if v is None and k in _DEFAULT_OPTIONS else v)
+                       for k, v in kwargs.items()}
+        except ValueError as e:
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"set_emulation_options: {e}") from None
+        with _lock:
+            _options.update(checked)
+            _state["epoch"] += 1
 
 
-def get_emulation_options():
+def get_emulation_options() -> EmulationOptions:
     """The current emulation options as a dict (a copy)."""
     with _lock:
-        return dict(_options)
+        return dict(_options)  # type: ignore[return-value]  # (its keys and values: _DEFAULT_OPTIONS, checked)
 
 
-def reset_emulation_options():
+def reset_emulation_options() -> None:
     with _lock:
         _options.clear()
         _options.update(_DEFAULT_OPTIONS)

@@ -148,7 +148,7 @@ def aclrtMalloc(size: int, policy: int = 0) -> Tuple[int, Optional[DevicePtr]]:
 
 
 @_guard
-def aclrtFree(device_ptr: DevicePtr) -> int:
+def aclrtFree(device_ptr: Optional[DevicePtr]) -> int:
     if not is_device_ptr(device_ptr):
         return _bad(f"aclrtFree: device_ptr is {safe_repr(device_ptr)}; expected a pointer from aclrtMalloc")
     if device_ptr.offset != 0:
@@ -379,7 +379,7 @@ def aclrtCreateStream() -> Tuple[int, Optional["aclrtStream"]]:
 
 
 @_guard
-def aclrtDestroyStream(stream: "aclrtStream") -> int:
+def aclrtDestroyStream(stream: Optional["aclrtStream"]) -> int:
     """Waits for the stream's pending work, then destroys it (a failure on it is reported here)."""
     if not isinstance(stream, aclrtStream) or not stream._claim_destroy():   # (atomic: one destroy wins)
         return _bad(f"aclrtDestroyStream: stream is {safe_repr(stream)}; expected a live stream from aclrtCreateStream")

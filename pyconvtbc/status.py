@@ -9,7 +9,9 @@ import numbers
 import operator
 import threading
 from enum import IntEnum
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar, cast
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class aclnnStatus(IntEnum):
@@ -31,8 +33,20 @@ class aclError(IntEnum):
     ACL_ERROR_INTERNAL_ERROR = 500000
 
 
-globals().update({m.name: m for m in aclnnStatus})
-globals().update({m.name: m for m in aclError})
+# Every member also as a module constant, as C spells them (written out so that type checkers and IDEs see them;
+# tests/test_typing.py checks that the list is complete).
+ACLNN_SUCCESS = aclnnStatus.ACLNN_SUCCESS
+ACLNN_ERR_PARAM_NULLPTR = aclnnStatus.ACLNN_ERR_PARAM_NULLPTR
+ACLNN_ERR_PARAM_INVALID = aclnnStatus.ACLNN_ERR_PARAM_INVALID
+ACLNN_ERR_RUNTIME_ERROR = aclnnStatus.ACLNN_ERR_RUNTIME_ERROR
+ACLNN_ERR_INNER = aclnnStatus.ACLNN_ERR_INNER
+ACLNN_ERR_INNER_CREATE_EXECUTOR = aclnnStatus.ACLNN_ERR_INNER_CREATE_EXECUTOR
+ACLNN_ERR_INNER_NULLPTR = aclnnStatus.ACLNN_ERR_INNER_NULLPTR
+ACL_SUCCESS = aclError.ACL_SUCCESS
+ACL_ERROR_INVALID_PARAM = aclError.ACL_ERROR_INVALID_PARAM
+ACL_ERROR_BAD_ALLOC = aclError.ACL_ERROR_BAD_ALLOC
+ACL_ERROR_RT_INTERNAL_ERROR = aclError.ACL_ERROR_RT_INTERNAL_ERROR
+ACL_ERROR_INTERNAL_ERROR = aclError.ACL_ERROR_INTERNAL_ERROR
 
 _local = threading.local()
 
@@ -91,11 +105,11 @@ def exc_text(e: BaseException) -> str:
         return type(e).__name__
 
 
-def never_raises(status: int, failure: Callable[[int], Any] = lambda rc: rc) -> Callable:
+def never_raises(status: int, failure: Callable[[int], Any] = lambda rc: rc) -> Callable[[_F], _F]:
     """Decorator for a CANN-layer function: any exception escaping it becomes ``status`` (with a message saying
     it is a pyconvtbc bug) and the call returns ``failure(status)``.  Calls with arguments that do not fit the
     signature still raise TypeError, as for any Python function.  (KeyboardInterrupt is not caught.)"""
-    def deco(fn):
+    def deco(fn: _F) -> _F:
         sig = inspect.signature(fn)
 
         @functools.wraps(fn)
@@ -110,7 +124,7 @@ def never_raises(status: int, failure: Callable[[int], Any] = lambda rc: rc) -> 
                 rc = set_error(status, f"{fn.__name__}: internal error ({exc_text(e)}); this is a pyconvtbc "
                                "bug, please report it")
                 return failure(rc)
-        return wrapper
+        return cast(_F, wrapper)      # the same signature (type checkers see fn's own)
     return deco
 
 
@@ -131,6 +145,19 @@ class AclnnError(ValueError):
         set_error(status, message)
 
 
+class AclnnTypeError(AclnnError, TypeError):
+    """The AclnnError of an argument of the wrong Python type: a float or a str for ``pad``, a list or a tensor
+    where a NumPy array is required, a non-integer ``num_threads``.  It is also a TypeError (as Python and NumPy
+    raise for such a mistake), and still an AclnnError with its ``.status`` (and so a ValueError), so that
+    ``except AclnnError`` and ``except ValueError`` code keeps working.  A wrong value of the right type (``pad=300``,
+    ``soc="ascend999"``) and an array whose dtype, shape or layout is refused raise the plain AclnnError."""
+
+
 # The public names (the package re-exports them); set_error stays internal.
-__all__ = ["aclnnStatus", "aclError", "AclnnError", "aclGetRecentErrMsg"] + \
-    [m.name for m in aclnnStatus] + [m.name for m in aclError]
+# (a list literal: the form type checkers read; tests/test_typing.py checks it is complete)
+__all__ = [
+    "aclnnStatus", "aclError", "AclnnError", "AclnnTypeError", "aclGetRecentErrMsg", "ACLNN_SUCCESS",
+    "ACLNN_ERR_PARAM_NULLPTR", "ACLNN_ERR_PARAM_INVALID", "ACLNN_ERR_RUNTIME_ERROR", "ACLNN_ERR_INNER", "ACLNN_ERR_INNER_CREATE_EXECUTOR",
+    "ACLNN_ERR_INNER_NULLPTR", "ACL_SUCCESS", "ACL_ERROR_INVALID_PARAM", "ACL_ERROR_BAD_ALLOC",
+    "ACL_ERROR_RT_INTERNAL_ERROR", "ACL_ERROR_INTERNAL_ERROR"
+]

@@ -275,7 +275,7 @@ def aclCreateTensor(view_dims: Sequence[int], data_type: int, strides: Optional[
 
 
 @never_raises(ACLNN_ERR_INNER)
-def aclDestroyTensor(tensor: aclTensor) -> int:
+def aclDestroyTensor(tensor: Optional[aclTensor]) -> int:
     """Mark a descriptor destroyed.  None -> 161001; a non-descriptor or a second destroy -> 161002."""
     from .status import ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR
     if tensor is None:

@@ -26,21 +26,22 @@ from __future__ import annotations
 try:
     import torch as _torch
 except ImportError as e:  # pragma: no cover - exercised only without torch
-    raise ImportError("pyconvtbc.torch needs PyTorch (tested with 2.13.0): pip install torch==2.13.0 "
-                      "--index-url https://download.pytorch.org/whl/cpu (its CPU build)") from e
+    from ._hints import TORCH_INSTALL
+    raise ImportError(f"pyconvtbc.torch needs PyTorch (tested with 2.13.0): {TORCH_INSTALL}") from e
 
 import numpy as np
 
 import ml_dtypes
 
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from ._validation import PAD_MAX
 from ._op_conv_tbc import conv_tbc as _np_conv_tbc
 from .api import conv_tbc_backward
 from . import codecs, formats as _formats
 from .enums import CubeMathType
-from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, int_value, is_int, safe_repr
+from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, AclnnTypeError, int_value, is_int, safe_repr
+from .typing import Accumulation, GradWeightDtype, HF32Rounding, HiF8Rounding, SocName, TorchCubeMathType
 
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
@@ -64,8 +65,8 @@ def _check_emulation(emulation: Dict[str, Any]) -> Dict[str, Any]:
         try:
             cube = int(CubeMathType[cube.strip().upper()])
         except KeyError:
-            raise ValueError(f"cube_math_type is {cube!r}; expected 0-3, 'torch_npu' or one of "
-                             f"{[m.name for m in CubeMathType]}") from None
+            raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: cube_math_type is {cube!r}; expected 0-3, "
+                             f"'torch_npu' or one of {[m.name for m in CubeMathType]}") from None
     out["cube_math_type"] = cube
     return out
 
@@ -77,12 +78,15 @@ def _to_numpy(t):
     if t.dtype == _torch.bfloat16:
         return t.view(_torch.int16).numpy().view(ml_dtypes.bfloat16)
     if t.dtype not in (_torch.float32, _torch.float16):
-        raise TypeError(f"conv_tbc: tensor of dtype {t.dtype}; expected torch.float32, float16 or bfloat16")
+        raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: tensor of dtype {t.dtype}; expected torch.float32, "
+                             "float16 or bfloat16")
     return t.numpy()
 
 
 def _to_torch(a, like):
     """A NumPy result as a tensor of ``like``'s dtype and device (8-bit gradWeight decoded first)."""
+    if _formats.is_en_hifloat8(a):             # (grad_weight_dtype=en_dtypes.hifloat8): its uint8 codes
+        a = a.view(np.uint8)
     if a.dtype.itemsize == 1:
         for t in _formats.types_with_role(_formats.GRAD_WEIGHT):  # an 8-bit gradWeight format (registry)
             if a.dtype == t.storage:
@@ -158,21 +162,33 @@ _DTYPES = (_torch.float32, _torch.float16, _torch.bfloat16)
 def _check_forward(input, weight, bias, pad):
     for name, t in (("input", input), ("weight", weight), ("bias", bias)):
         if not isinstance(t, _torch.Tensor):
-            raise TypeError(f"conv_tbc: {name} is a {type(t).__name__}; expected a torch.Tensor")
-        if t.dtype not in _DTYPES:
+            raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: {name} is a {type(t).__name__}; expected a "
+                                 "torch.Tensor")
+        if t.dtype not in _DTYPES:   # (a TypeError as before, and the NumPy layer's AclnnError 161002)
             hint = " (the NPU operator has no float64 path: convert with .float())" if t.dtype == _torch.float64 else ""
-            raise TypeError(f"conv_tbc: {name} has dtype {t.dtype}; expected torch.float32, torch.float16 or "
-                            f"torch.bfloat16{hint}")
+            raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: {name} has dtype {t.dtype}; expected "
+                                 f"torch.float32, torch.float16 or torch.bfloat16{hint}")
     if not is_int(pad):   # a Python or NumPy integer, as the NumPy and CANN layers take
-        raise TypeError(f"conv_tbc: pad is {safe_repr(pad)}; expected an int")
+        raise AclnnTypeError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: pad is {safe_repr(pad)}; expected an integer in "
+                             f"[0, {PAD_MAX}]")
     pad = int_value(pad)
     if not 0 <= pad <= PAD_MAX:
         raise AclnnError(ACLNN_ERR_PARAM_INVALID, f"conv_tbc: pad is {pad}; expected an integer in [0, {PAD_MAX}]")
     return int(pad)
 
 
-def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor", pad: int = 0,
-             **emulation: Any) -> "_torch.Tensor":
+if TYPE_CHECKING:  # what type checkers see: the emulation keywords by name and type (the same call at run time)
+    def conv_tbc(input: _torch.Tensor, weight: _torch.Tensor, bias: _torch.Tensor, pad: int = 0, *,
+                 cube_math_type: TorchCubeMathType = 0, grad_weight_dtype: GradWeightDtype = None,
+                 soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
+                 num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
+                 hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
+                 saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
+                 block_size: Optional[int] = None, order_seed: Optional[int] = None) -> _torch.Tensor: ...
+
+
+def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor",  # type: ignore[no-redef]
+             pad: int = 0, **emulation: Any) -> "_torch.Tensor":
     """``torch.conv_tbc(input, weight, bias, pad)`` as the emulated NPU computes it, both ways.
 
     The forward is ``pyconvtbc.conv_tbc`` (aclnnConvTbc), the backward ``pyconvtbc.conv_tbc_backward``
@@ -203,12 +219,12 @@ def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tens
     Raises
     ------
     TypeError
-        An unknown emulation keyword, a non-int ``pad``, a non-tensor or a tensor of another dtype (float64).
-    ValueError
-        A ``cube_math_type`` name that does not exist.
+        An unknown emulation keyword (a plain TypeError); a non-int ``pad``, a non-tensor or a tensor of another
+        dtype (float64): ``pyconvtbc.AclnnTypeError``, status 161002, also an AclnnError (as in the NumPy layer).
     pyconvtbc.AclnnError
-        A bad argument of the forward (``pad`` outside [0, 255], T + pad < K, weight's dtype not input's, a bad
-        emulation value: status 161002), here; a bad backward-only value from the backward pass.
+        (a ValueError) A bad argument of the forward (``pad`` outside [0, 255], T + pad < K, weight's dtype not
+        input's, a ``cube_math_type`` name that does not exist, a bad emulation value: status 161002), here; a bad
+        backward-only value from the backward pass.
     RuntimeError
         From a double backward (differentiating the gradients after ``create_graph=True``): not supported.
     """
@@ -251,19 +267,30 @@ class ConvTBC(_torch.nn.Module):
 
     Raises
     ------
-    ValueError
-        A size that is not an int in range, or a ``cube_math_type`` name that does not exist.
+    pyconvtbc.AclnnError
+        (a ValueError, status 161002) A size out of range, or a ``cube_math_type`` name that does not exist; a size
+        that is not an int raises ``pyconvtbc.AclnnTypeError`` (also a TypeError).
     TypeError
         An unknown emulation keyword.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, padding: int = 0,
-                 **emulation: Any) -> None:
+    if TYPE_CHECKING:  # as for conv_tbc: the emulation keywords by name and type
+        def __init__(self, in_channels: int, out_channels: int, kernel_size: int, padding: int = 0, *,
+                     cube_math_type: TorchCubeMathType = 0, grad_weight_dtype: GradWeightDtype = None,
+                     soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
+                     num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
+                     hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
+                     saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
+                     block_size: Optional[int] = None, order_seed: Optional[int] = None) -> None: ...
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int,  # type: ignore[no-redef]
+                 padding: int = 0, **emulation: Any) -> None:
         super().__init__()
         for name, v, lo in (("in_channels", in_channels, 1), ("out_channels", out_channels, 1),
                             ("kernel_size", kernel_size, 1), ("padding", padding, 0)):
             if not is_int(v) or int_value(v) < lo:
-                raise ValueError(f"{name} is {safe_repr(v)}; expected an int >= {lo}")
+                cls = AclnnError if is_int(v) else AclnnTypeError     # (both ValueErrors, as before)
+                raise cls(ACLNN_ERR_PARAM_INVALID, f"ConvTBC: {name} is {safe_repr(v)}; expected an int >= {lo}")
         in_channels, out_channels, kernel_size, padding = (int_value(v) for v in (in_channels, out_channels,
                                                                                     kernel_size, padding))
         self.in_channels = in_channels

@@ -271,3 +271,64 @@ def test_partial_or_foreign_build_is_named(tmp_path):
     assert r.returncode == 1
     msg = r.stderr[r.stderr.index("ImportError:"):]
     assert "incomplete for this Python" in msg and "_codecs, _conv_tbc not built" in msg, msg
+
+
+# ---- release wheels: metadata, debug info, the cibuildwheel table ------------------------------------------------
+def test_project_urls_point_at_pages_the_repository_has():
+    urls = _pyproject()["project"]["urls"]
+    assert {"Homepage", "Documentation", "Source", "Issues"} <= set(urls)
+    for name, url in urls.items():
+        assert url.startswith("https://"), (name, url)
+        m = re.search(r"/(?:blob|tree)/main/(.+)$", url)
+        if m:
+            assert (ROOT / m.group(1)).exists(), (name, url)
+
+
+def test_every_python_version_from_requires_python_has_its_classifier():
+    project = _pyproject()["project"]
+    lowest = int(re.search(r">=\s*3\.(\d+)", project["requires-python"]).group(1))
+    versions = {int(c.rsplit(".", 1)[1]) for c in project["classifiers"]
+                if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
+    assert min(versions) == lowest and versions == set(range(lowest, max(versions) + 1)), versions
+    assert "Typing :: Typed" in project["classifiers"]
+
+
+def test_the_cibuildwheel_table_builds_every_version_for_both_linux_arches():
+    meta = _pyproject()
+    cbw = meta["tool"]["cibuildwheel"]
+    classified = sorted(int(c.rsplit(".", 1)[1]) for c in meta["project"]["classifiers"]
+                        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c))
+    assert cbw["build"].split() == [f"cp3{v}-*" for v in classified]
+    assert cbw["linux"]["archs"] == ["x86_64", "aarch64"]
+    assert "test-command" in cbw and "{project}/tests" in cbw["test-command"]
+    if shutil.which("cibuildwheel") is None:
+        return                      # .ci/run installs it and prints the identifiers
+    r = subprocess.run(["cibuildwheel", "--platform", "linux", "--print-build-identifiers", str(ROOT)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split()) == sorted(f"cp3{v}-manylinux_{a}" for v in classified
+                                              for a in ("x86_64", "aarch64"))
+
+
+def _elf(sections):
+    """A minimal little-endian ELF64 image whose section names are ``sections`` (plus the string table)."""
+    import struct
+    names = [""] + list(sections) + [".shstrtab"]
+    table = b"".join(n.encode() + b"\0" for n in names)
+    offsets = [sum(len(n) + 1 for n in names[:i]) for i in range(len(names))]
+    shoff = 64 + len(table)
+    head = bytearray(64)
+    head[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", head, 0x28, shoff)
+    struct.pack_into("<HHH", head, 0x3A, 64, len(names), len(names) - 1)
+    shdrs = b"".join(struct.pack("<IIQQQQ", offsets[i], 0, 0, 0, 0, 0) + bytes(24) for i in range(len(names) - 1))
+    shdrs += struct.pack("<IIQQQQ", offsets[-1], 3, 0, 0, 64, len(table)) + bytes(24)
+    return bytes(head) + table + shdrs
+
+
+def test_check_build_flags_an_extension_with_debug_info():
+    cb = _load_check_build()
+    assert cb.elf_section_names(_elf([".text", ".debug_info"])) == ["", ".text", ".debug_info", ".shstrtab"]
+    assert cb.debug_info_problems({"pyconvtbc/_kernels/_x.so": _elf([".text", ".debug_info"])})
+    assert cb.debug_info_problems({"pyconvtbc/_kernels/_x.so": _elf([".text", ".symtab"])}) == []
+    assert cb.elf_section_names(b"not an elf") is None

@@ -8,6 +8,7 @@ import shlex
 import sys
 
 from ..__main__ import _prog
+from .._hints import TORCH_INSTALL
 from .choices import (_AXES, GRADS, GW_DTYPES, HF32_ROUNDINGS, HIF8_ROUNDINGS, INPUT_DTYPES, MAX_PERMUTATIONS,
                       MAX_THREADS, REFERENCES, _norm_distribution, _norm_grads, _norm_permutations, _norm_scale_rule,
                       _normalise)
@@ -190,6 +191,10 @@ def _train_parser():
     p.add_argument("--out", metavar="DIR", help="write <prefix>.csv (every step), .json and plots/<prefix>_loss.png")
     p.add_argument("--prefix", default=None, help="file name prefix (default: train)")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG plot")
+    p.add_argument("--progress", dest="progress", action="store_const", const=True, default="auto",
+                   help="always show progress on stderr: a bar on a terminal, else plain lines (default: a bar "
+                        "when stderr is a terminal, nothing otherwise)")
+    p.add_argument("--no-progress", dest="progress", action="store_const", const=False, help="never show progress")
     return p
 
 
@@ -208,18 +213,21 @@ def _train_cli(argv):
         try:
             import torch
         except ImportError:
-            raise ValueError("train needs PyTorch: pip install 'pyconvtbc[torch]'") from None
+            raise ValueError(f"train needs PyTorch: {TORCH_INSTALL}") from None
         if a.out is not None:
             prefix = a.prefix or default_prefix("train")
             _check_out(a.out, prefix, (".csv", ".json"), [] if a.no_plots else plot_names("train", ()))
         modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
         keep = torch.get_num_threads()
         torch.set_num_threads(a.torch_threads)
+        from .._console import Progress
+        bar = Progress(len(modes) * max(a.steps, 1), "study train", a.progress)
         try:
             res = train_modes(modes, steps=a.steps, batch=a.batch, length=a.length, vocab=a.vocab, dim=a.dim,
                               kernel=a.kernel, layers=a.layers, noise=a.noise, lr=a.lr, clip=a.clip, soc=a.soc,
-                              num_threads=a.threads, seed=a.seed)
+                              num_threads=a.threads, seed=a.seed, on_step=lambda m: bar.update(1, m))
         finally:
+            bar.close()
             torch.set_num_threads(keep)
     except (ValueError, OSError) as e:
         msg = str(e)

@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 
 from .. import formats as _reg
+from .._hints import TORCH_INSTALL
 from .choices import (GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution, _norm_scale,
                       _norm_scale_rule, _uniq)
 from .reference import reference_forward, reference_gradients
@@ -310,7 +311,7 @@ def _load_pt(path, pad):
         import torch
     except ImportError:
         raise ValueError(f"data: {path!r} is a torch file and torch is not installed; expected {_EXPECT_FILES} "
-                         "(pip install 'pyconvtbc[torch]')") from None
+                         f"({TORCH_INSTALL})") from None
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:       # torch raises many kinds for a bad file, some with pages of advice

@@ -56,7 +56,8 @@ def _torch():
     try:
         import torch
     except ImportError:
-        raise ValueError("train: needs PyTorch (pip install 'pyconvtbc[torch]')") from None
+        from .._hints import TORCH_INSTALL
+        raise ValueError(f"train: needs PyTorch ({TORCH_INSTALL})") from None
     return torch
 
 
@@ -127,7 +128,7 @@ def build_model(mode, vocab=16, dim=32, kernel=3, layers=2, soc=None, num_thread
     return ConvLM()
 
 
-def _train_one(mode, batches, lr, clip, model_kw, seed):
+def _train_one(mode, batches, lr, clip, model_kw, seed, on_step=None):
     torch = _torch()
     _, autocast, _ = TRAIN_MODES[mode]
     model = build_model(mode, seed=seed, **model_kw)
@@ -146,14 +147,17 @@ def _train_one(mode, batches, lr, clip, model_kw, seed):
         opt.step()
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(mode)
     return losses, times
 
 
 def train_modes(modes=DEFAULT_TRAIN_MODES, *, steps=200, batch=16, length=32, vocab=16, dim=32, kernel=3, layers=2,
-                noise=0.1, lr=0.5, clip=1.0, soc=None, num_threads=1, seed=0):
+                noise=0.1, lr=0.5, clip=1.0, soc=None, num_threads=1, seed=0, on_step=None):
     """Train the tiny model (``build_model``) for ``steps`` steps in each of ``modes`` from the same initial weights
     on the same batches (``make_batches``).  Returns a ``TrainResult``: per mode the loss of every step and the
-    wall time of every step.  ``num_threads``: the emulated kernels' threads (torch's own stay as set)."""
+    wall time of every step.  ``num_threads``: the emulated kernels' threads (torch's own stay as set).
+    ``on_step``: None, or a function called with the mode's name after each training step (progress)."""
     torch = _torch()
     modes = _norm_modes(modes)
     steps = _int("steps", steps, 1, 10 ** 6)
@@ -175,7 +179,7 @@ def train_modes(modes=DEFAULT_TRAIN_MODES, *, steps=200, batch=16, length=32, vo
     curves, times, rejected = {}, {}, {}
     for m in modes:
         try:
-            curves[m], times[m] = _train_one(m, batches, lr, clip, model_kw, seed)
+            curves[m], times[m] = _train_one(m, batches, lr, clip, model_kw, seed, on_step)
         except AclnnError as e:            # a mode the emulated chip rejects (e.g. FLOAT KEEP_DTYPE on ascend910)
             rejected[m] = {"status": int(e.status), "message": str(e.message)}
     from .. import __version__
