@@ -6,9 +6,8 @@ default determinism and the order of the cube's partial sums (docs/precision.md,
 """
 import os
 import threading
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional
 
 import numpy as np
 
