@@ -213,14 +213,40 @@ static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
 }
 
 /* output rows [u, v) (all valid for tap k): one tap of the sequential chain */
+/* The sequential form's reduction channels per micro-kernel call at most, between two polls of the interruption
+ * flag: a call's work is then bounded whatever Cin is (rows x CT_SEQ_POLL_C x 32 FMAs, about a millisecond).
+ * Chains go on in the output tile from call to call: the same operations in the same order. */
+#define CT_SEQ_POLL_C 65536
+
+/* output rows [u, v) of tap k alone (rows whose taps are not all valid): channels in chunks, polling between them */
 static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64_t j0, int64_t wj, int64_t k,
                         float *cj, int64_t ld) {
-    const float *Bp0 = F->Wp + j0 * F->Cin;             /* tap 0, ci 0 of this co panel */
+    const float *Bk = F->Wp + j0 * F->Cin + k * F->Cin * F->Cout;     /* tap k, ci 0 of this co panel */
     int64_t shift = (k - F->pad) * F->B;
     int64_t MR = ct_gi_mr(F->U, wj);
-    for (int64_t i = u; i < v; i += MR)
-        F->U->gi_seq(ct_min(MR, v - i), wj, F->Xp, F->u.ws.dy_ps, i + shift - F->u.ws.dy_r0, 0, 1, 0, F->Cin, F->Cin,
-                  Bp0 + k * F->Cin * F->Cout, 0, cj + (i - R0) * ld, ld);
+    for (int64_t ca = 0; ca < F->Cin; ca += CT_SEQ_POLL_C) {
+        int64_t cz = ct_min(F->Cin, ca + CT_SEQ_POLL_C);
+        if (ca > 0 && ct_stop(&F->u)) return;
+        for (int64_t i = u; i < v; i += MR)
+            F->U->gi_seq(ct_min(MR, v - i), wj, F->Xp, F->u.ws.dy_ps, i + shift - F->u.ws.dy_r0, 0, 1, ca, cz, F->Cin,
+                         Bk + ca * wj, 0, cj + (i - R0) * ld, ld);
+    }
+}
+
+/* output rows [ia, ib), every tap valid: all taps in one call per tile, or (Cin > CT_SEQ_POLL_C) tap by tap in
+ * channel chunks, polling between them */
+static void ct_fwd_full_rows(const ct_fwd *F, int64_t ia, int64_t ib, int64_t R0, int64_t j0, int64_t wj, float *cj,
+                             int64_t ld) {
+    int64_t MR = ct_gi_mr(F->U, wj), B = F->B, row0 = -F->pad * B - F->u.ws.dy_r0;
+    const float *Bp0 = F->Wp + j0 * F->Cin;             /* tap 0, ci 0 of this co panel */
+    if (F->Cin <= CT_SEQ_POLL_C) {
+        for (int64_t i = ia; i < ib; i += MR)
+            F->U->gi_seq(ct_min(MR, ib - i), wj, F->Xp, F->u.ws.dy_ps, i + row0, B, F->K, 0, F->Cin, F->Cin, Bp0,
+                         F->Cin * F->Cout, cj + (i - R0) * ld, ld);
+        return;
+    }
+    for (int64_t k = 0; k < F->K; k++)
+        ct_fwd_rows(F, ia, ib, R0, j0, wj, k, cj, ld);
 }
 
 /* compute task: output rows [R0, R1) x co [J0, J1) */
@@ -253,18 +279,14 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
             int64_t wj = ct_min(CT_PO, F->Cout - j0);
             float *cj = ch + (j0 - J0);
             if (F->acc == CT_ACC_SEQ) {
-                if (ct_stop(&F->u)) return;                   /* (a panel is K*Cin deep: poll per panel) */
-                const float *Bp0 = F->Wp + j0 * F->Cin;       /* tap 0, ci 0 of this co panel */
+                if (ct_stop(&F->u)) return;                   /* (and within the panel: ct_fwd_rows) */
                 /* taps outer, channels inner: the rows missing a tap take the taps they have, one at a time */
-                int64_t MR = ct_gi_mr(F->U, wj);
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
                     for (int64_t k = 0; k < K && u < v; k++)
                         ct_fwd_rows(F, ct_max(u, CT_FW_LO(k)), ct_min(v, CT_FW_HI(k)), R0, j0, wj, k, cj, ld);
                 }
-                for (int64_t i = ia; i < ib; i += MR)
-                    F->U->gi_seq(ct_min(MR, ib - i), wj, F->Xp, F->u.ws.dy_ps, i - pad * B - F->u.ws.dy_r0, B, K, 0, F->Cin, F->Cin,
-                              Bp0, F->Cin * F->Cout, cj + (i - R0) * ld, ld);
+                ct_fwd_full_rows(F, ia, ib, R0, j0, wj, cj, ld);
                 continue;
             }
             const float *Bc = F->Wp + j0 * K * F->Cin;        /* this co panel, in block order */
@@ -295,6 +317,14 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
         for (int64_t r = R0; r < R1; r++)
             F->U->store_row(ch + (r - R0) * ld, nc, F->out + (r * F->Cout + J0) * es, F->out_dt, pre,
                          F->hif8_rnd, F->saturate);
+}
+
+/* Last: the output's NaNs to the canonical NaN (as the backward's ct_canon_task) */
+static int64_t ct_fwd_canon_ntasks(const ct_fwd *F) { return ct_cdiv(F->RO * F->Cout, CT_CANON_CHUNK); }
+static void ct_fwd_canon_task(const ct_fwd *F, int64_t task) {
+    int64_t e0 = task * CT_CANON_CHUNK;
+    if (F->out) F->U->canon_nan(F->out + e0 * ct_dt_size(F->out_dt), ct_min(CT_CANON_CHUNK, F->RO * F->Cout - e0),
+                                F->out_dt);
 }
 
 #endif /* PYCONVTBC_CONV_FWD_H */

@@ -87,4 +87,24 @@ static void ct_finish_gb(const ct_plan *P) {
     }
 }
 
+/* Last: every NaN of the outputs to its format's canonical NaN (_ukr.h, CT_NAN_*), so that no output bit depends
+ * on the operands' NaN payloads or the CPU's default NaN.  Tasks of CT_CANON_CHUNK elements: gi, gw, then gb. */
+#define CT_CANON_CHUNK 65536
+static int64_t ct_canon_ntasks(const ct_plan *P) {
+    return ct_cdiv(P->RI * P->Cin, CT_CANON_CHUNK) + ct_cdiv(P->K * P->Cin * P->Cout, CT_CANON_CHUNK) +
+           ct_cdiv(P->Cout, CT_CANON_CHUNK);
+}
+static void ct_canon_task(const ct_plan *P, int64_t task) {
+    char *out[3] = {P->gi, P->gw, P->gb};
+    int64_t n[3] = {P->RI * P->Cin, P->K * P->Cin * P->Cout, P->Cout};
+    int dt[3] = {P->gi_dt, P->gw_dt, P->gb_dt};
+    for (int i = 0; i < 3; i++) {
+        int64_t nt = ct_cdiv(n[i], CT_CANON_CHUNK);
+        if (task >= nt) { task -= nt; continue; }
+        int64_t e0 = task * CT_CANON_CHUNK;
+        if (out[i]) P->U->canon_nan(out[i] + e0 * ct_dt_size(dt[i]), ct_min(CT_CANON_CHUNK, n[i] - e0), dt[i]);
+        return;
+    }
+}
+
 #endif /* PYCONVTBC_CONV_GEMM_H */

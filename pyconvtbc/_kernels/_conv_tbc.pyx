@@ -106,6 +106,8 @@ cdef extern from "_conv_gemm.h" nogil:
     int64_t ct_win2_begin(ct_plan *P, int64_t w)
     void ct_win2_pack(const ct_plan *P, int64_t task)
     void ct_win_zero(const ct_plan *P)
+    int64_t ct_canon_ntasks(const ct_plan *P)
+    void ct_canon_task(const ct_plan *P, int64_t task)
     int ct_narrow_on
 
 
@@ -131,6 +133,8 @@ cdef extern from "_conv_fwd.h" nogil:
     void ct_fwd_pack_task(const ct_fwd *F, int64_t task)
     void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb)
     int64_t ct_fwd_win_begin(ct_fwd *F, int64_t w)
+    int64_t ct_fwd_canon_ntasks(const ct_fwd *F)
+    void ct_fwd_canon_task(const ct_fwd *F, int64_t task)
     void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task)
 
 
@@ -694,6 +698,7 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
             _execute_streamed(P, threads)
         else:
             _execute(P, threads, knobs.phase_mask)
+        _canon(P, NULL, threads)
     del keep
     return _poll_end(&ctx)
 
@@ -898,6 +903,7 @@ cdef int _fwd_execute(ct_fwd *F, uintptr_t ws_ptr, int64_t ws_size, cancel) exce
     F.u.poll_ctx = &ctx
     with nogil:
         _execute_fwd(F, threads)
+        _canon(NULL, F, threads)
     del keep
     return _poll_end(&ctx)
 
@@ -985,6 +991,24 @@ cdef void _execute_fwd_streamed(ct_fwd *F, int threads) noexcept nogil:
                 ct_fwd_win_pack(F, w, i)
             for i in prange(a, z, num_threads=threads, schedule="dynamic"):
                 ct_fwd_task(F, i, F.cbuf + threadid() * F.cbuf_stride)
+
+
+cdef void _canon(const ct_plan *P, const ct_fwd *F, int threads) noexcept nogil:
+    """Last step of a call: the outputs' NaNs to the canonical NaN (ct_canon_task / ct_fwd_canon_task)."""
+    cdef Py_ssize_t i
+    cdef Py_ssize_t n = ct_canon_ntasks(P) if P != NULL else ct_fwd_canon_ntasks(F)
+    if n <= 1 or threads <= 1:
+        for i in range(n):
+            if P != NULL:
+                ct_canon_task(P, i)
+            else:
+                ct_fwd_canon_task(F, i)
+    else:
+        for i in prange(n, num_threads=threads, schedule="static"):
+            if P != NULL:
+                ct_canon_task(P, i)
+            else:
+                ct_fwd_canon_task(F, i)
 
 
 cdef double _stamps[5]

@@ -49,6 +49,14 @@ static inline int ct_dt_class(int dt) {
     switch (dt) { case CT_DT_F32: return CT_CLS_F32; case CT_DT_F16: case CT_DT_BF16: return CT_CLS_16;
                   case CT_DT_HIF8: case CT_DT_E4M3: return CT_CLS_8; default: return CT_CLS_NONE; }
 }
+/* The one NaN of every output, whatever the operands' NaN payloads and the CPU's default NaN (x86's is negative,
+ * AArch64's positive): the positive quiet NaN with an empty payload in each format (docs/precision.md, "NaN").
+ * HiFloat8 has a single NaN code (0x80); FLOAT8_E4M3FN's two (0x7F, 0xFF) become 0x7F. */
+#define CT_NAN_F32 0x7FC00000u
+#define CT_NAN_F16 0x7E00u
+#define CT_NAN_BF16 0x7FC0u
+#define CT_NAN_E4M3 0x7Fu
+
 /* element sizes; 0 for a code the kernels do not know */
 static inline int ct_dt_size(int dt) {
     switch (ct_dt_class(dt)) { case CT_CLS_F32: return 4; case CT_CLS_16: return 2; case CT_CLS_8: return 1;
@@ -104,6 +112,8 @@ typedef struct ct_ukr {
     void (*round_row)(float *v, int64_t n, int compute, int hbits, int hrnd);
     /* out[i] = cast(acc[i]) to dt; pre (CT_C_FP16/BF16) rounds the accumulator to C first */
     void (*store_row)(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat);
+    /* every NaN among n elements of dtype dt at dst replaced by the format's canonical quiet NaN (CT_NAN_*) */
+    void (*canon_nan)(char *dst, int64_t n, int dt);
     /* one partial sum per CT_GBR rows of v[nr][wq] (rows in order, from 0.0f), to out + s*ostride */
     void (*gb_partials)(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride);
     /* ---- sequential form ---- */

@@ -728,6 +728,20 @@ static CT_T256 void ct_gic_rows_x256(int form, int64_t i0, int64_t i1, int64_t n
     else ct_gic_rows_gen(form, i0, i1, n, DYp, RO, rowoff, dk, K, jb0, jb1, k0, Cout, Bp, C, ldc);
 }
 
+/* fp32 NaNs to CT_NAN_F32, 8 lanes at a time (a store only where a vector holds one); other dtypes generic */
+static CT_T256 void ct_canon_nan_256(char *dst, int64_t n, int dt) {
+    if (dt != CT_DT_F32) { ct_canon_nan_port(dst, n, dt); return; }
+    float *v = (float *)dst;
+    const __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32((int)CT_NAN_F32));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(v + i);
+        __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+        if (!_mm256_testz_ps(nan, nan)) _mm256_storeu_ps(v + i, _mm256_blendv_ps(x, qnan, nan));
+    }
+    ct_canon_nan_port((char *)(v + i), n - i, dt);
+}
+
 int ct_ukr_init_avx2(ct_ukr *U, const ct_ukr_opts *o) {
     ct_gic256_rows = o->gi_rows == 4 ? 4 : 6;
     *U = (ct_ukr){
@@ -736,7 +750,7 @@ int ct_ukr_init_avx2(ct_ukr *U, const ct_ukr_opts *o) {
          * full enough (the narrow ones took 5-12% longer at Cin = 8) */
         .gi_mr_narrow = 6, .gi_mr_wide = 6, .gwn_mh = 2, .gwn_mw = 4, .narrow_gi_max_cin = 4,
         .decode_row = ct_decode_row_x256, .walk_rows = ct_walk_rows_256, .round_row = ct_round_row_256,
-        .store_row = ct_store_row_256, .gb_partials = ct_gb_partials_256,
+        .store_row = ct_store_row_256, .canon_nan = ct_canon_nan_256, .gb_partials = ct_gb_partials_256,
         .gi_seq = ct_gi_seq_256, .gw_seq = ct_gw_seq_256,
         .gwc = ct_gwc_x256, .gwc_pair = NULL, .gic_rows = ct_gic_rows_x256,
         .nar_transpose = ct_nar_256, .gwn_px = ct_gwn_px_256, .gwn = ct_gwn_256, .gin = ct_gin_256,

@@ -1086,6 +1086,19 @@ static CT_T512 void ct_gic_rows_x512(int form, int64_t i0, int64_t i1, int64_t n
     else ct_gic_rows_gen(form, i0, i1, n, DYp, RO, rowoff, dk, K, jb0, jb1, k0, Cout, Bp, C, ldc);
 }
 
+/* fp32 NaNs to CT_NAN_F32, 16 lanes at a time (a store only where a vector holds one); other dtypes generic */
+static CT_T512 void ct_canon_nan_512(char *dst, int64_t n, int dt) {
+    if (dt != CT_DT_F32) { ct_canon_nan_port(dst, n, dt); return; }
+    float *v = (float *)dst;
+    const __m512 qnan = _mm512_castsi512_ps(_mm512_set1_epi32((int)CT_NAN_F32));
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = ct_mask16(n - i);
+        __m512 x = _mm512_maskz_loadu_ps(k, v + i);
+        __mmask16 nan = _mm512_mask_cmp_ps_mask(k, x, x, _CMP_UNORD_Q);
+        if (nan) _mm512_mask_storeu_ps(v + i, nan, qnan);
+    }
+}
+
 int ct_ukr_init_avx512(ct_ukr *U, const ct_ukr_opts *o) {
     ct_gw_pairs_on = o->gw_pairs;
     ct_bcast_on = o->bcast > 0;
@@ -1093,7 +1106,7 @@ int ct_ukr_init_avx512(ct_ukr *U, const ct_ukr_opts *o) {
         .name = "avx512",
         .gi_mr_narrow = 28, .gi_mr_wide = 14, .gwn_mh = 4, .gwn_mw = 4, .narrow_gi_max_cin = CT_NW,
         .decode_row = ct_decode_row_x512, .walk_rows = ct_walk_rows_512, .round_row = ct_round_row_512,
-        .store_row = ct_store_row_512, .gb_partials = ct_gb_partials_512,
+        .store_row = ct_store_row_512, .canon_nan = ct_canon_nan_512, .gb_partials = ct_gb_partials_512,
         .gi_seq = ct_gi_ukr_512, .gw_seq = ct_gw_seq_512,
         .gwc = ct_gwc_x512, .gwc_pair = ct_gwc_pair_512, .gic_rows = ct_gic_rows_x512,
         .nar_transpose = ct_nar_512, .gwn_px = ct_gwn_px_512, .gwn = ct_gwn_512, .gin = ct_gin_512,

@@ -303,6 +303,33 @@ CT_GEN void ct_gin_port(const ct_nar_gi *P, int64_t r0, int64_t nr, float *D, in
 }
 
 
+/* NaNs to the canonical NaN of their format (ct_ukr.canon_nan) */
+CT_GEN void ct_canon_nan_port(char *dst, int64_t n, int dt) {
+    switch (dt) {
+        case CT_DT_F32:
+            for (int64_t i = 0; i < n; i++) {
+                uint32_t u;
+                memcpy(&u, dst + 4 * i, 4);
+                if ((u & 0x7FFFFFFFu) > 0x7F800000u) { u = CT_NAN_F32; memcpy(dst + 4 * i, &u, 4); }
+            }
+            break;
+        case CT_DT_F16: case CT_DT_BF16: {
+            uint16_t inf = dt == CT_DT_F16 ? 0x7C00u : 0x7F80u, nan = dt == CT_DT_F16 ? CT_NAN_F16 : CT_NAN_BF16;
+            for (int64_t i = 0; i < n; i++) {
+                uint16_t h;
+                memcpy(&h, dst + 2 * i, 2);
+                if ((h & 0x7FFFu) > inf) memcpy(dst + 2 * i, &nan, 2);
+            }
+            break;
+        }
+        case CT_DT_E4M3:
+            for (int64_t i = 0; i < n; i++)
+                if ((((uint8_t *)dst)[i] & 0x7Fu) == 0x7Fu) ((uint8_t *)dst)[i] = CT_NAN_E4M3;
+            break;
+        default: break;          /* HiFloat8: one NaN code already */
+    }
+}
+
 /* rows of n contiguous fp32 channels walked t fastest (ct_ukr.walk_rows) */
 CT_GEN void ct_walk_rows_port(const char *base, int64_t s0, int64_t s1, int64_t T, int64_t t, int64_t b, int64_t nr,
                               int64_t n, float *d) {

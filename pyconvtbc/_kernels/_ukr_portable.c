@@ -12,7 +12,7 @@ int ct_ukr_init_portable(ct_ukr *U, const ct_ukr_opts *o) {
         .name = "portable",
         .gi_mr_narrow = 8, .gi_mr_wide = 8, .gwn_mh = 2, .gwn_mw = 2, .narrow_gi_max_cin = CT_NW,
         .decode_row = ct_decode_row_port, .walk_rows = ct_walk_rows_port, .round_row = ct_round_row_port,
-        .store_row = ct_store_row_port, .gb_partials = ct_gb_partials_port,
+        .store_row = ct_store_row_port, .canon_nan = ct_canon_nan_port, .gb_partials = ct_gb_partials_port,
         .gi_seq = ct_gi_seq_gen, .gw_seq = ct_gw_seq_gen,
         .gwc = ct_gwc_any, .gwc_pair = NULL, .gic_rows = ct_gic_rows_gen,
         .nar_transpose = ct_nar_port, .gwn_px = NULL, .gwn = ct_gwn_port, .gin = ct_gin_port,
