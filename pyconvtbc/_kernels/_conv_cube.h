@@ -161,6 +161,47 @@ typedef struct {
     int64_t ld, tile, lcc, tcc;
 } ct_gw_tile;
 
+/* For co panel co of a chunk: the prefetch cursor F of the next copy's rows (the next co panel's, else the next
+ * chunk's first panel), from DY rows far apart (L3 or memory), fetched into L2 by the micro-kernels, one row per
+ * block, while this panel computes (ct_gw_pf); and the chunk's DY rows of this panel (ybs[j] + u*sty of Bq),
+ * item after item, copied contiguous into ybuf: every k and ci panel reads them there. */
+static void ct_gwc_ycopy(const ct_plan *P, const ct_gw_tile *T, int64_t co, const float *Bq, int64_t wq, int64_t q0,
+                         int64_t q1, int64_t sty, int64_t ni, const int64_t *ybs, float *ybuf, int64_t nn,
+                         const int64_t *nybs, int64_t nq0, int64_t nq1, ct_gw_pf *F) {
+    int last = co + CT_PO >= T->C1;
+    int64_t cn = last ? T->C0 : co + CT_PO;
+    F->ybs = last ? nybs : ybs;
+    F->n = last ? nn : ni;
+    F->q0 = F->u = last ? nq0 : q0;
+    F->q1 = last ? nq1 : q1;
+    F->wq = ct_min(CT_PO, P->Cout - cn);
+    F->pb = P->ws.DYp + (cn / CT_PO) * P->ws.dy_ps * CT_PO;
+    F->sty = sty;
+    /* the chunk's DY rows (ybs[j] + u*sty), item after item, contiguous in ybuf: every k and ci panel
+     * reads them */
+    float *dst = ybuf;
+    for (int64_t j = 0; j < ni; j++) {
+        const float *src = Bq + (ybs[j] + q0 * sty) * wq;
+        /* rows B*128 bytes apart: fetch ahead (8 rows, into the next item), or the copy waits on each */
+        int64_t jn = j, un = q0 + 8;
+        if (un >= q1) { jn = j + 1; un = q0 + (un - q1); }
+        const float *pf = jn < ni && un < q1 ? Bq + (ybs[jn] + un * sty) * wq : NULL;
+        if (wq == CT_PO) {   /* a constant size: inlined */
+            for (int64_t u = q0; u < q1; u++, src += sty * CT_PO, dst += CT_PO) {
+                if (pf) {
+                    __builtin_prefetch(pf);
+                    __builtin_prefetch(pf + 16);
+                    pf += sty * CT_PO;
+                    if (++un == q1) { un = q0; pf = ++jn < ni ? Bq + (ybs[jn] + q0 * sty) * CT_PO : NULL; }
+                }
+                memcpy(dst, src, CT_PO * 4);
+            }
+        } else {
+            for (int64_t u = q0; u < q1; u++, src += sty * wq, dst += wq) memcpy(dst, src, (size_t)wq * 4);
+        }
+    }
+}
+
 #define CT_GW_ITEMS 32   /* items per chunk at most */
 static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int64_t q1, int64_t cs0, int64_t cs1,
                          int64_t U, int64_t stx, int64_t sty, int64_t ni, const int64_t *xbs, const int64_t *ybs,
@@ -178,38 +219,7 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
          * computes (ct_gw_pf) */
         ct_gw_pf F = {NULL, NULL, 0, 0, 0, 0, 0, 0, 0};
         if (ybuf) {
-            int last = co + CT_PO >= T->C1;
-            int64_t cn = last ? T->C0 : co + CT_PO;
-            F.ybs = last ? nybs : ybs;
-            F.n = last ? nn : ni;
-            F.q0 = F.u = last ? nq0 : q0;
-            F.q1 = last ? nq1 : q1;
-            F.wq = ct_min(CT_PO, P->Cout - cn);
-            F.pb = P->ws.DYp + (cn / CT_PO) * P->ws.dy_ps * CT_PO;
-            F.sty = sty;
-            /* the chunk's DY rows (ybs[j] + u*sty), item after item, contiguous in ybuf: every k and ci panel
-             * reads them */
-            float *dst = ybuf;
-            for (int64_t j = 0; j < ni; j++) {
-                const float *src = Bq + (ybs[j] + q0 * sty) * wq;
-                /* rows B*128 bytes apart: fetch ahead (8 rows, into the next item), or the copy waits on each */
-                int64_t jn = j, un = q0 + 8;
-                if (un >= q1) { jn = j + 1; un = q0 + (un - q1); }
-                const float *pf = jn < ni && un < q1 ? Bq + (ybs[jn] + un * sty) * wq : NULL;
-                if (wq == CT_PO) {   /* a constant size: inlined */
-                    for (int64_t u = q0; u < q1; u++, src += sty * CT_PO, dst += CT_PO) {
-                        if (pf) {
-                            __builtin_prefetch(pf);
-                            __builtin_prefetch(pf + 16);
-                            pf += sty * CT_PO;
-                            if (++un == q1) { un = q0; pf = ++jn < ni ? Bq + (ybs[jn] + q0 * sty) * CT_PO : NULL; }
-                        }
-                        memcpy(dst, src, CT_PO * 4);
-                    }
-                } else {
-                    for (int64_t u = q0; u < q1; u++, src += sty * wq, dst += wq) memcpy(dst, src, (size_t)wq * 4);
-                }
-            }
+            ct_gwc_ycopy(P, T, co, Bq, wq, q0, q1, sty, ni, ybs, ybuf, nn, nybs, nq0, nq1, &F);
             Bq = ybuf;
             yr = yoff;
             ys = 1;
@@ -251,6 +261,64 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
     }
 }
 
+/* layout 0: one chain per batch item, over t, in the order perm (streamed: the window's items [w_b0, w_b1) and t's
+ * [w_t0, w_t1), packed item after item); chunks of CH rows (cbase: the thread's buffer) */
+static void ct_gwc_items(const ct_plan *P, const ct_gw_tile *T, float *cbase, int64_t CH) {
+    int64_t B = P->B;
+    int64_t bi0 = P->st.win ? P->st.w_b0 : 0, bi1 = P->st.win ? P->st.w_b1 : B;
+    int64_t ta = P->st.win ? P->st.w_t0 : 0, tz = P->st.win ? P->st.w_t1 : P->T_out;
+    /* whole chains of at most half a chunk: several items to a chunk (ct_gwc_chunk) */
+    int64_t ni = 1;
+    if (ta == 0 && tz == P->T_out && tz > 0 && 2 * tz <= CH) ni = ct_min(CT_GW_ITEMS, CH / tz);
+    int64_t stx = P->sm.bmajor ? 1 : B, sty = P->st.win ? 1 : B;
+    float *yv = P->sm.bmajor && !P->st.win ? cbase + P->ws.gw_ybuf_off : NULL;
+    int64_t xbs[CT_GW_ITEMS], ybs[2][CT_GW_ITEMS], cur = 0;
+    /* item bi's X base (b-major rows b*T_in + t when B > 1, else t) and DY base (t-major rows t*B + b,
+     * copied chunk by chunk into ybuf when B > 1; the streamed window's item-major rows) */
+    #define CT_GW_ITEM(bi) (P->sm.perm ? P->sm.perm[bi] : (bi))      /* the item taken bi-th */
+    #define CT_GW_YB(bi) (P->st.win ? ((bi) - bi0) * (tz - ta) - ta : CT_GW_ITEM(bi))
+    for (int64_t j = 0; j < ct_min(ni, bi1 - bi0); j++) ybs[cur][j] = CT_GW_YB(bi0 + j);
+    for (int64_t bi = bi0; bi < bi1; bi += ni) {
+        int64_t nb = ct_min(ni, bi1 - bi), nx = ct_min(ni, bi1 - bi - nb);
+        for (int64_t j = 0; j < nb; j++) xbs[j] = CT_GW_ITEM(bi + j) * (P->sm.bmajor ? P->T_in : 1);
+        for (int64_t j = 0; j < nx; j++) ybs[!cur][j] = CT_GW_YB(bi + nb + j);
+        for (int64_t t0 = ta; t0 < tz; t0 += CH) {
+            if (ct_stop(P)) return;
+            /* the next chunk (for the prefetch of its DY rows): these items' next t's, or the next items' */
+            int64_t nn = nb, nq0 = t0 + CH, nq1 = ct_min(tz, t0 + 2 * CH);
+            const int64_t *nybs = ybs[cur];
+            if (nq0 >= tz) {
+                nn = nx;
+                nybs = ybs[!cur];
+                nq0 = ta;
+                nq1 = ct_min(tz, ta + CH);
+            }
+            ct_gwc_chunk(P, T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, nb, xbs, ybs[cur], yv, nn,
+                         nybs, nq0, nq1);
+        }
+        cur = !cur;
+    }
+    #undef CT_GW_YB
+    #undef CT_GW_ITEM
+}
+
+/* layout 1: positions t*B + b: this piece's segments, each a chain; chunks of CH rows */
+static void ct_gwc_segments(const ct_plan *P, const ct_gw_tile *T, int64_t piece, int64_t CH) {
+    int64_t B = P->B, k0b = P->sm.k0;
+    int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->sm.gw_pieces;
+    int64_t r0 = (piece * nB / Pn) * k0b, r1 = ct_min(P->RO, ((piece + 1) * nB / Pn) * k0b);
+    int64_t seg = P->sm.gw_seg * k0b;                               /* rows per segment */
+    for (int64_t s0 = r0; s0 < r1; s0 += seg) {
+        int64_t s1 = ct_min(r1, s0 + seg);
+        int64_t qa = P->st.win ? ct_max(s0, P->st.w_r0) : s0, qz = P->st.win ? ct_min(s1, P->st.w_r1) : s1;
+        for (int64_t q0 = qa; q0 < qz; q0 += CH) {
+            if (ct_stop(P)) return;
+            int64_t zero = 0, ry = -P->ws.dy_r0;
+            ct_gwc_chunk(P, T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 1, &zero, &ry, NULL, 0, NULL, 0, 0);
+        }
+    }
+}
+
 /* gw task (cube model): k in [k0, k0+G) x ci [I0, I1) x co [C0, C1), and (layout 1 with pieces) one piece. */
 static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     float *cbase = cb;                           /* the thread's buffer: task tile, then the chain tile */
@@ -280,7 +348,7 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     if (P->ws.Xp) {
         /* Chains are cut into chunks of CH rows (whole blocks) so that a chunk's rows stay in cache while every
          * (co, k, ci) of the task reads them. */
-        int64_t B = P->B, k0b = P->sm.k0, CH = ct_max(1, CT_KCW / k0b) * k0b;
+        int64_t k0b = P->sm.k0, CH = ct_max(1, CT_KCW / k0b) * k0b;
         T.cc = P->ws.cbuf ? cbase + P->ws.gw_ctile_off : NULL;
         T.lcc = P->tk.gw_ld;
         T.tcc = P->tk.gw_mc * P->tk.gw_ld;
@@ -289,57 +357,8 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
             T.lcc = P->Cout;
             T.tcc = P->Cin * P->Cout;
         }
-        if (P->sm.layout == 0) {                    /* one chain per batch item, over t, in the order perm */
-            /* streamed: the window's items [w_b0, w_b1) and t's [w_t0, w_t1), packed item after item */
-            int64_t bi0 = P->st.win ? P->st.w_b0 : 0, bi1 = P->st.win ? P->st.w_b1 : B;
-            int64_t ta = P->st.win ? P->st.w_t0 : 0, tz = P->st.win ? P->st.w_t1 : P->T_out;
-            /* whole chains of at most half a chunk: several items to a chunk (ct_gwc_chunk) */
-            int64_t ni = 1;
-            if (ta == 0 && tz == P->T_out && tz > 0 && 2 * tz <= CH) ni = ct_min(CT_GW_ITEMS, CH / tz);
-            int64_t stx = P->sm.bmajor ? 1 : B, sty = P->st.win ? 1 : B;
-            float *yv = P->sm.bmajor && !P->st.win ? cbase + P->ws.gw_ybuf_off : NULL;
-            int64_t xbs[CT_GW_ITEMS], ybs[2][CT_GW_ITEMS], cur = 0;
-            /* item bi's X base (b-major rows b*T_in + t when B > 1, else t) and DY base (t-major rows t*B + b,
-             * copied chunk by chunk into ybuf when B > 1; the streamed window's item-major rows) */
-            #define CT_GW_ITEM(bi) (P->sm.perm ? P->sm.perm[bi] : (bi))      /* the item taken bi-th */
-            #define CT_GW_YB(bi) (P->st.win ? ((bi) - bi0) * (tz - ta) - ta : CT_GW_ITEM(bi))
-            for (int64_t j = 0; j < ct_min(ni, bi1 - bi0); j++) ybs[cur][j] = CT_GW_YB(bi0 + j);
-            for (int64_t bi = bi0; bi < bi1; bi += ni) {
-                int64_t nb = ct_min(ni, bi1 - bi), nx = ct_min(ni, bi1 - bi - nb);
-                for (int64_t j = 0; j < nb; j++) xbs[j] = CT_GW_ITEM(bi + j) * (P->sm.bmajor ? P->T_in : 1);
-                for (int64_t j = 0; j < nx; j++) ybs[!cur][j] = CT_GW_YB(bi + nb + j);
-                for (int64_t t0 = ta; t0 < tz; t0 += CH) {
-                    if (ct_stop(P)) return;
-                    /* the next chunk (for the prefetch of its DY rows): these items' next t's, or the next items' */
-                    int64_t nn = nb, nq0 = t0 + CH, nq1 = ct_min(tz, t0 + 2 * CH);
-                    const int64_t *nybs = ybs[cur];
-                    if (nq0 >= tz) {
-                        nn = nx;
-                        nybs = ybs[!cur];
-                        nq0 = ta;
-                        nq1 = ct_min(tz, ta + CH);
-                    }
-                    ct_gwc_chunk(P, &T, t0, ct_min(tz, t0 + CH), 0, P->T_out, 1, stx, sty, nb, xbs, ybs[cur], yv, nn,
-                                 nybs, nq0, nq1);
-                }
-                cur = !cur;
-            }
-            #undef CT_GW_YB
-            #undef CT_GW_ITEM
-        } else {                                 /* positions t*B + b: this piece's segments, each a chain */
-            int64_t nB = ct_cdiv(P->RO, k0b), Pn = P->sm.gw_pieces;
-            int64_t r0 = (piece * nB / Pn) * k0b, r1 = ct_min(P->RO, ((piece + 1) * nB / Pn) * k0b);
-            int64_t seg = P->sm.gw_seg * k0b;                               /* rows per segment */
-            for (int64_t s0 = r0; s0 < r1; s0 += seg) {
-                int64_t s1 = ct_min(r1, s0 + seg);
-                int64_t qa = P->st.win ? ct_max(s0, P->st.w_r0) : s0, qz = P->st.win ? ct_min(s1, P->st.w_r1) : s1;
-                for (int64_t q0 = qa; q0 < qz; q0 += CH) {
-                    if (ct_stop(P)) return;
-                    int64_t zero = 0, ry = -P->ws.dy_r0;
-                    ct_gwc_chunk(P, &T, q0, ct_min(qz, q0 + CH), s0, s1, B, 1, 1, 1, &zero, &ry, NULL, 0, NULL, 0, 0);
-                }
-            }
-        }
+        if (P->sm.layout == 0) ct_gwc_items(P, &T, cbase, CH);
+        else ct_gwc_segments(P, &T, piece, CH);
     }
     if (direct || P->sm.gw_pieces > 1 || P->st.win) return;    /* (cast by ct_tree_task) */
     int64_t es = ct_dt_size(P->gw_dt);

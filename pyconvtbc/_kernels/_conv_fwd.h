@@ -25,6 +25,13 @@
 
 #include "_conv_gemm.h"
 
+/* the forward's tasks and workspace (float offsets from the aligned base; pointers bound by the caller) */
+typedef struct {
+    int64_t nxq, nwq, n_pack_x, n_pack_w, n_pack, n_rb, n_jb, n_comp, tile_ld, cbuf_stride, n_cbuf, nthreads_max;
+    int64_t off_xp, off_wp, off_cbuf, total_floats;
+    float *Xp, *Wp, *cbuf;
+} ct_fwd_tasks;
+
 typedef struct {
     ct_plan u;                           /* the micro-kernels' view of the problem (above) */
     int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO;
@@ -35,10 +42,7 @@ typedef struct {
     const float *bias;                   /* Cout fp32 start values, or NULL (start at +0) */
     char *out;                           /* C-contiguous (T_out, B, Cout) of out_dt */
     int out_dt, direct;                  /* direct: the sums are made in out itself (fp32, no rounding) */
-    /* tasks and workspace (float offsets from the aligned base) */
-    int64_t nxq, nwq, n_pack_x, n_pack_w, n_pack, n_rb, n_jb, n_comp, tile_ld, cbuf_stride, n_cbuf, nthreads_max;
-    int64_t off_xp, off_wp, off_cbuf, total_floats;
-    float *Xp, *Wp, *cbuf;
+    ct_fwd_tasks tk;                     /* tasks and workspace */
     /* streamed x (as gradInput's streamed DY, _conv_stream.h): when its packed copy would exceed CT_WIN_BYTES,
      * x is packed one window at a time: window w holds the x rows that output row blocks [w*w_rb, (w+1)*w_rb)
      * read (win_rows at most; u.ws.dy_ps rows per panel, u.ws.dy_r0 its first row) */
@@ -71,31 +75,31 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     (void)ct_mul_ok(F->RO, Cout, &ok);
     if (!ok) return -1;
     int prod = F->RI > 0 && Cin > 0 && Cout > 0 && F->RO > 0;
-    F->nxq = ct_cdiv(Cin, CT_PO);
-    F->nwq = ct_cdiv(Cout, CT_PO);
-    F->n_pack_x = prod ? ct_cdiv(F->RI, CT_PR) * F->nxq : 0;
-    F->n_pack_w = prod ? K * F->nwq : 0;
-    F->n_pack = F->n_pack_x + F->n_pack_w;
-    F->n_rb = Cout > 0 ? ct_cdiv(F->RO, CT_MCI) : 0;
-    F->n_jb = ct_cdiv(Cout, CT_NCI);
-    F->n_comp = F->n_rb * F->n_jb;
+    F->tk.nxq = ct_cdiv(Cin, CT_PO);
+    F->tk.nwq = ct_cdiv(Cout, CT_PO);
+    F->tk.n_pack_x = prod ? ct_cdiv(F->RI, CT_PR) * F->tk.nxq : 0;
+    F->tk.n_pack_w = prod ? K * F->tk.nwq : 0;
+    F->tk.n_pack = F->tk.n_pack_x + F->tk.n_pack_w;
+    F->tk.n_rb = Cout > 0 ? ct_cdiv(F->RO, CT_MCI) : 0;
+    F->tk.n_jb = ct_cdiv(Cout, CT_NCI);
+    F->tk.n_comp = F->tk.n_rb * F->tk.n_jb;
     F->direct = out_dt == CT_DT_F32 && pre == CT_C_FP32;
-    F->tile_ld = ct_min(CT_NCI, Cout);
-    int64_t tile = F->direct ? 0 : ct_up(ct_min(CT_MCI, F->RO) * F->tile_ld, CT_ALIGN / 4);
-    F->cbuf_stride = tile;
-    F->nthreads_max = F->n_comp > 0 ? ct_min(nthreads, F->n_comp) : 1;
-    F->n_cbuf = tile > 0 && F->n_comp > 0 ? F->nthreads_max : 0;
+    F->tk.tile_ld = ct_min(CT_NCI, Cout);
+    int64_t tile = F->direct ? 0 : ct_up(ct_min(CT_MCI, F->RO) * F->tk.tile_ld, CT_ALIGN / 4);
+    F->tk.cbuf_stride = tile;
+    F->tk.nthreads_max = F->tk.n_comp > 0 ? ct_min(nthreads, F->tk.n_comp) : 1;
+    F->tk.n_cbuf = tile > 0 && F->tk.n_comp > 0 ? F->tk.nthreads_max : 0;
     F->u.ws.dy_ps = F->RI;
     if (prod && ct_win_force >= 0 && (ct_win_force > 0 || nx > CT_WIN_BYTES / 4)) {
         int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cin);
         int64_t halo = ct_mul_ok(K - 1, B, &ok);
         int64_t w_rb = ct_max(1, (target - halo) / CT_MCI);
-        int64_t rows = ct_min(F->RI, ct_min(w_rb, F->n_rb) * CT_MCI + halo);
+        int64_t rows = ct_min(F->RI, ct_min(w_rb, F->tk.n_rb) * CT_MCI + halo);
         if (ok && rows < F->RI) {
             F->win = 1;
             F->win_rows = F->u.ws.dy_ps = rows;
             F->w_rb = w_rb;
-            F->n_w = ct_cdiv(F->n_rb, w_rb);
+            F->n_w = ct_cdiv(F->tk.n_rb, w_rb);
             nx = ct_mul_ok(rows, Cin, &ok);
         }
     }
@@ -107,19 +111,19 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
         F->narrow = 1;
         F->u.nr.nlo = ct_up(F->RI, 16) + 16;            /* channel stride, as the backward's narrow packs */
         nx = ct_mul_ok(Cin, F->u.nr.nlo, &ok);
-        F->n_pack_x = ct_cdiv(F->RI, CT_PR);
-        F->n_pack = F->n_pack_x + F->n_pack_w;
-        F->n_comp = ct_cdiv(F->RO, CT_NR);
-        F->cbuf_stride = ct_up(2 * CT_NR * Cout, CT_ALIGN / 4);
-        F->nthreads_max = ct_min(nthreads, F->n_comp);
-        F->n_cbuf = F->nthreads_max;
+        F->tk.n_pack_x = ct_cdiv(F->RI, CT_PR);
+        F->tk.n_pack = F->tk.n_pack_x + F->tk.n_pack_w;
+        F->tk.n_comp = ct_cdiv(F->RO, CT_NR);
+        F->tk.cbuf_stride = ct_up(2 * CT_NR * Cout, CT_ALIGN / 4);
+        F->tk.nthreads_max = ct_min(nthreads, F->tk.n_comp);
+        F->tk.n_cbuf = F->tk.nthreads_max;
     }
     int64_t o = 0;
-    F->off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
-    F->off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
-    F->off_cbuf = o; o += ct_mul_ok(F->cbuf_stride, F->n_cbuf, &ok);
+    F->tk.off_xp = o; o += ct_up(prod ? nx : 0, CT_ALIGN / 4);
+    F->tk.off_wp = o; o += ct_up(prod ? nw : 0, CT_ALIGN / 4);
+    F->tk.off_cbuf = o; o += ct_mul_ok(F->tk.cbuf_stride, F->tk.n_cbuf, &ok);
     if (!ok || o > INT64_MAX / 8) return -1;
-    F->total_floats = o;
+    F->tk.total_floats = o;
     /* the micro-kernels' view */
     ct_plan *u = &F->u;
     u->T_in = T_in; u->B = B; u->K = K; u->pad = pad; u->T_out = F->T_out;
@@ -135,27 +139,27 @@ static void ct_fwd_bind(ct_fwd *F) {
     ct_plan *u = &F->u;
     u->U = F->U;
     u->compute = F->compute; u->hbits = F->hbits; u->hrnd = F->hrnd;
-    u->ws.DYp = F->Xp;
-    u->ws.DYc = F->Xp;
-    u->ws.Wp = F->Wp;
+    u->ws.DYp = F->tk.Xp;
+    u->ws.DYc = F->tk.Xp;
+    u->ws.Wp = F->tk.Wp;
     u->nr.gin_start = F->bias;
 }
 
 /* pack x: rows [r0, r1) of channel panel q into Xp[q][row][wq], rounded to C */
 static void ct_fwd_pack_x(const ct_fwd *F, int64_t task) {
-    int64_t chunk = task / F->nxq, q = task % F->nxq;
+    int64_t chunk = task / F->tk.nxq, q = task % F->tk.nxq;
     int64_t r0 = chunk * CT_PR, r1 = ct_min(F->RI, r0 + CT_PR);
     int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
-    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->RI * CT_PO + r0 * wq);
+    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->tk.Xp + q * F->RI * CT_PO + r0 * wq);
 }
 
 /* pack w: Wp[k][co panel p][ci][wj] = w[k, ci, 32p + j] (rows of w read along co: no transpose), rounded to C.
  * Cube forms: panel p at Wp + 32p*K*Cin, its rows in block order (ct_wblk over the reduction channels ci). */
 static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
-    int64_t k = task / F->nwq, p = task % F->nwq;
+    int64_t k = task / F->tk.nwq, p = task % F->tk.nwq;
     int64_t co0 = p * CT_PO, wj = ct_min(CT_PO, F->Cout - co0);
     int cube = F->acc != CT_ACC_SEQ, rnd = ct_round_for(F->w.dt, F->compute);
-    float *dst = cube ? F->Wp + co0 * F->K * F->Cin : F->Wp + k * F->Cin * F->Cout + co0 * F->Cin;
+    float *dst = cube ? F->tk.Wp + co0 * F->K * F->Cin : F->tk.Wp + k * F->Cin * F->Cout + co0 * F->Cin;
     for (int64_t ci = 0; ci < F->Cin; ci++) {
         const char *row = F->w.base + k * F->w.s0 + ci * F->w.s1 + co0 * F->w.s2;
         int64_t r = ci;
@@ -171,7 +175,7 @@ static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
 
 /* streamed x, window w: the x rows [*ra, *rz) that output row blocks [w*w_rb, (w+1)*w_rb) read */
 static void ct_fwd_win_rows(const ct_fwd *F, int64_t w, int64_t *ra, int64_t *rz) {
-    int64_t rb0 = w * F->w_rb, rb1 = ct_min(F->n_rb, rb0 + F->w_rb);
+    int64_t rb0 = w * F->w_rb, rb1 = ct_min(F->tk.n_rb, rb0 + F->w_rb);
     int64_t R0 = rb0 * CT_MCI, R1 = ct_min(F->RO, rb1 * CT_MCI);
     *ra = ct_max(0, R0 - F->pad * F->B);
     *rz = ct_min(F->RI, R1 + (F->K - 1 - F->pad) * F->B);
@@ -184,31 +188,31 @@ static int64_t ct_fwd_win_begin(ct_fwd *F, int64_t w) {
     int64_t ra, rz;
     ct_fwd_win_rows(F, w, &ra, &rz);
     F->u.ws.dy_r0 = ra;
-    return ct_cdiv(rz - ra, CT_PR) * F->nxq;
+    return ct_cdiv(rz - ra, CT_PR) * F->tk.nxq;
 }
 
 static void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task) {
     if (ct_stop(&F->u)) return;
     int64_t ra, rz;
     ct_fwd_win_rows(F, w, &ra, &rz);
-    int64_t c = task / F->nxq, q = task % F->nxq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
+    int64_t c = task / F->tk.nxq, q = task % F->tk.nxq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
     int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
-    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->Xp + q * F->u.ws.dy_ps * CT_PO + (r0 - ra) * wq);
+    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->tk.Xp + q * F->u.ws.dy_ps * CT_PO + (r0 - ra) * wq);
 }
 
 /* narrow channels: rows [r0, r1) of x, every channel, into Xp[ci][u.nr.nlo], rounded to C */
 static void ct_fwd_nar_pack_x(const ct_fwd *F, int64_t task) {
     int64_t r0 = task * CT_PR;
-    ct_nar_pack_src(&F->u, &F->x, F->T_in, F->Cin, r0, ct_min(F->RI, r0 + CT_PR), F->Xp, F->u.nr.nlo);
+    ct_nar_pack_src(&F->u, &F->x, F->T_in, F->Cin, r0, ct_min(F->RI, r0 + CT_PR), F->tk.Xp, F->u.nr.nlo);
 }
 
 static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
     if (ct_stop(&F->u)) return;
-    if (task < F->n_pack_x) {
+    if (task < F->tk.n_pack_x) {
         if (F->narrow) ct_fwd_nar_pack_x(F, task);
         else ct_fwd_pack_x(F, task);
     } else {
-        ct_fwd_pack_w(F, task - F->n_pack_x);
+        ct_fwd_pack_w(F, task - F->tk.n_pack_x);
     }
 }
 
@@ -221,14 +225,14 @@ static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
 /* output rows [u, v) of tap k alone (rows whose taps are not all valid): channels in chunks, polling between them */
 static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64_t j0, int64_t wj, int64_t k,
                         float *cj, int64_t ld) {
-    const float *Bk = F->Wp + j0 * F->Cin + k * F->Cin * F->Cout;     /* tap k, ci 0 of this co panel */
+    const float *Bk = F->tk.Wp + j0 * F->Cin + k * F->Cin * F->Cout;     /* tap k, ci 0 of this co panel */
     int64_t shift = (k - F->pad) * F->B;
     int64_t MR = ct_gi_mr(F->U, wj);
     for (int64_t ca = 0; ca < F->Cin; ca += CT_SEQ_POLL_C) {
         int64_t cz = ct_min(F->Cin, ca + CT_SEQ_POLL_C);
         if (ca > 0 && ct_stop(&F->u)) return;
         for (int64_t i = u; i < v; i += MR)
-            F->U->gi_seq(ct_min(MR, v - i), wj, F->Xp, F->u.ws.dy_ps, i + shift - F->u.ws.dy_r0, 0, 1, ca, cz, F->Cin,
+            F->U->gi_seq(ct_min(MR, v - i), wj, F->tk.Xp, F->u.ws.dy_ps, i + shift - F->u.ws.dy_r0, 0, 1, ca, cz, F->Cin,
                          Bk + ca * wj, 0, cj + (i - R0) * ld, ld);
     }
 }
@@ -238,10 +242,10 @@ static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64
 static void ct_fwd_full_rows(const ct_fwd *F, int64_t ia, int64_t ib, int64_t R0, int64_t j0, int64_t wj, float *cj,
                              int64_t ld) {
     int64_t MR = ct_gi_mr(F->U, wj), B = F->B, row0 = -F->pad * B - F->u.ws.dy_r0;
-    const float *Bp0 = F->Wp + j0 * F->Cin;             /* tap 0, ci 0 of this co panel */
+    const float *Bp0 = F->tk.Wp + j0 * F->Cin;             /* tap 0, ci 0 of this co panel */
     if (F->Cin <= CT_SEQ_POLL_C) {
         for (int64_t i = ia; i < ib; i += MR)
-            F->U->gi_seq(ct_min(MR, ib - i), wj, F->Xp, F->u.ws.dy_ps, i + row0, B, F->K, 0, F->Cin, F->Cin, Bp0,
+            F->U->gi_seq(ct_min(MR, ib - i), wj, F->tk.Xp, F->u.ws.dy_ps, i + row0, B, F->K, 0, F->Cin, F->Cin, Bp0,
                          F->Cin * F->Cout, cj + (i - R0) * ld, ld);
         return;
     }
@@ -258,17 +262,17 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                         F->saturate);
         return;
     }
-    int64_t rb = task / F->n_jb, jbk = task % F->n_jb;
+    int64_t rb = task / F->tk.n_jb, jbk = task % F->tk.n_jb;
     int64_t R0 = rb * CT_MCI, R1 = ct_min(F->RO, R0 + CT_MCI);
     int64_t J0 = jbk * CT_NCI, J1 = ct_min(F->Cout, J0 + CT_NCI), nc = J1 - J0;
     float *ch = cb;
-    int64_t ld = F->tile_ld;
+    int64_t ld = F->tk.tile_ld;
     if (F->direct) { ch = (float *)F->out + R0 * F->Cout + J0; ld = F->Cout; }
     for (int64_t r = 0; r < R1 - R0; r++) {             /* every chain starts at the bias */
         if (F->bias) memcpy(ch + r * ld, F->bias + J0, (size_t)nc * 4);
         else memset(ch + r * ld, 0, (size_t)nc * 4);
     }
-    if (F->Wp && F->Xp) {
+    if (F->tk.Wp && F->tk.Xp) {
         int64_t K = F->K, pad = F->pad, B = F->B;
         /* rows valid for tap k: t in [pad - k, T_in + pad - k); for every tap: t in [pad, T_out - pad) */
         #define CT_FW_LO(k) (ct_max(0, pad - (k)) * B)
@@ -289,7 +293,7 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                 ct_fwd_full_rows(F, ia, ib, R0, j0, wj, cj, ld);
                 continue;
             }
-            const float *Bc = F->Wp + j0 * K * F->Cin;        /* this co panel, in block order */
+            const float *Bc = F->tk.Wp + j0 * K * F->Cin;        /* this co panel, in block order */
             int64_t nblk = ct_cdiv(F->Cin, F->k0) * K;
             int64_t step = ct_gic_step(F->k0);                /* blocks per pass (cache blocking) */
             for (int64_t j0b = 0; j0b < nblk; j0b += step) {

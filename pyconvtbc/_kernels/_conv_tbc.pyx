@@ -112,6 +112,12 @@ cdef extern from "_conv_gemm.h" nogil:
 
 
 cdef extern from "_conv_fwd.h" nogil:
+    ctypedef struct ct_fwd_tasks:
+        int64_t n_pack, n_comp, cbuf_stride, n_cbuf, nthreads_max, off_xp, off_wp, off_cbuf, total_floats
+        int64_t n_rb, n_jb, n_pack_x
+        float *Xp
+        float *Wp
+        float *cbuf
     ctypedef struct ct_fwd:
         ct_plan u
         int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO
@@ -121,12 +127,9 @@ cdef extern from "_conv_fwd.h" nogil:
         const float *bias
         char *out
         int out_dt
-        int64_t n_pack, n_comp, cbuf_stride, n_cbuf, nthreads_max, off_xp, off_wp, off_cbuf, total_floats
-        float *Xp
-        float *Wp
-        float *cbuf
+        ct_fwd_tasks tk
         int win
-        int64_t n_w, w_rb, n_rb, n_jb, n_pack_x
+        int64_t n_w, w_rb
     int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
                     int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, const ct_ukr *U)
     void ct_fwd_bind(ct_fwd *F)
@@ -841,7 +844,7 @@ def forward_workspace_size(shape, mode, int out_dt, num_threads):
     """Bytes of workspace ``run_forward`` needs (packed x and w, per-thread tiles)."""
     cdef ct_fwd F
     _fwd_plan(&F, shape, mode, num_threads, out_dt)
-    return 0 if F.total_floats == 0 else int(F.total_floats) * 4 + CT_ALIGN
+    return 0 if F.tk.total_floats == 0 else int(F.tk.total_floats) * 4 + CT_ALIGN
 
 
 def run_forward(x, w, bias, out, shape, mode, ws_ptr, ws_size, num_threads, cancel=None):
@@ -889,14 +892,14 @@ cdef int _fwd_execute(ct_fwd *F, uintptr_t ws_ptr, int64_t ws_size, cancel) exce
     output."""
     cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
     F.U = &_tables[knobs.isa]
-    cdef float *fb = _workspace_base(ws_ptr, ws_size, F.total_floats)
-    F.Xp = fb + F.off_xp if (fb != NULL and F.off_wp > F.off_xp) else NULL
-    F.Wp = fb + F.off_wp if (fb != NULL and F.off_cbuf > F.off_wp) else NULL
-    F.cbuf = fb + F.off_cbuf if (fb != NULL and F.n_cbuf > 0) else NULL
+    cdef float *fb = _workspace_base(ws_ptr, ws_size, F.tk.total_floats)
+    F.tk.Xp = fb + F.tk.off_xp if (fb != NULL and F.tk.off_wp > F.tk.off_xp) else NULL
+    F.tk.Wp = fb + F.tk.off_wp if (fb != NULL and F.tk.off_cbuf > F.tk.off_wp) else NULL
+    F.tk.cbuf = fb + F.tk.off_cbuf if (fb != NULL and F.tk.n_cbuf > 0) else NULL
     ct_fwd_bind(F)
     cdef double ci16 = <double>(((F.Cin + 15) // 16) * 16)
     cdef double work = 2.0 * <double>F.RO * <double>F.K * ci16 * <double>F.Cout + 8.0 * <double>F.RI * F.Cin
-    cdef int threads = <int>F.nthreads_max if work >= knobs.par_min else 1
+    cdef int threads = <int>F.tk.nthreads_max if work >= knobs.par_min else 1
     cdef _poll_ctx ctx
     keep = _poll_begin(&ctx, cancel)
     F.u.poll = _poll
@@ -950,8 +953,8 @@ cdef int _poll_end(_poll_ctx *ctx) except -1:
 
 cdef void _execute_fwd(ct_fwd *F, int threads) noexcept nogil:
     cdef Py_ssize_t i
-    cdef Py_ssize_t n_pack = F.n_pack
-    cdef Py_ssize_t n_comp = F.n_comp
+    cdef Py_ssize_t n_pack = F.tk.n_pack
+    cdef Py_ssize_t n_comp = F.tk.n_comp
     if F.win:
         _execute_fwd_streamed(F, threads)
         return
@@ -959,38 +962,38 @@ cdef void _execute_fwd(ct_fwd *F, int threads) noexcept nogil:
         for i in range(n_pack):
             ct_fwd_pack_task(F, i)
         for i in range(n_comp):
-            ct_fwd_task(F, i, F.cbuf)
+            ct_fwd_task(F, i, F.tk.cbuf)
     else:
         with parallel(num_threads=threads):
             for i in prange(n_pack, schedule="dynamic"):
                 ct_fwd_pack_task(F, i)
             pyconvtbc_omp_barrier()
             for i in prange(n_comp, schedule="dynamic"):
-                ct_fwd_task(F, i, F.cbuf + threadid() * F.cbuf_stride)
+                ct_fwd_task(F, i, F.tk.cbuf + threadid() * F.tk.cbuf_stride)
 
 
 cdef void _execute_fwd_streamed(ct_fwd *F, int threads) noexcept nogil:
     """Streamed x (_conv_fwd.h): w packed whole, then x window by window, each followed by its row blocks."""
     cdef Py_ssize_t i, n, a, z
     cdef int64_t w
-    for i in prange(F.n_pack_x, F.n_pack, num_threads=max(1, threads), schedule="dynamic"):
+    for i in prange(F.tk.n_pack_x, F.tk.n_pack, num_threads=max(1, threads), schedule="dynamic"):
         ct_fwd_pack_task(F, i)
     for w in range(F.n_w):
         if ct_stop(&F.u):
             break
         n = ct_fwd_win_begin(F, w)
-        a = w * F.w_rb * F.n_jb
-        z = min(F.n_rb, (w + 1) * F.w_rb) * F.n_jb
+        a = w * F.w_rb * F.tk.n_jb
+        z = min(F.tk.n_rb, (w + 1) * F.w_rb) * F.tk.n_jb
         if threads <= 1:
             for i in range(n):
                 ct_fwd_win_pack(F, w, i)
             for i in range(a, z):
-                ct_fwd_task(F, i, F.cbuf)
+                ct_fwd_task(F, i, F.tk.cbuf)
         else:
             for i in prange(n, num_threads=threads, schedule="dynamic"):
                 ct_fwd_win_pack(F, w, i)
             for i in prange(a, z, num_threads=threads, schedule="dynamic"):
-                ct_fwd_task(F, i, F.cbuf + threadid() * F.cbuf_stride)
+                ct_fwd_task(F, i, F.tk.cbuf + threadid() * F.tk.cbuf_stride)
 
 
 cdef void _canon(const ct_plan *P, const ct_fwd *F, int threads) noexcept nogil:
