@@ -7,7 +7,7 @@ from .grid import _as_grid
 from .report import StudyResult
 from .magnitudes import magnitude_rows
 from .repeat import aggregate
-from .sweep import _check_common, _meta, _seeds, _sweep
+from .sweep import _check_amax_grads, _check_common, _meta, _seeds, _sweep
 
 
 def run_study(shapes=None, grid=None, *, npz=None, data=None, pad=None, distribution="normal", scales=(1.0,),
@@ -30,6 +30,7 @@ def run_study(shapes=None, grid=None, *, npz=None, data=None, pad=None, distribu
     grads, reference, deterministic = _check_common(grads, reference, deterministic, num_threads)
     seeds = _seeds(seed, repeat, npz is not None or data is not None)
     problems = _problems(shapes, npz, distribution, scales, seeds, pad, data)
+    _check_amax_grads(grads, [p.scale for p in problems])
     rows, samples = _sweep("study", problems, grid.cells(), grads, reference, deterministic, num_threads, progress)
     if len(seeds) > 1:
         rows, samples = aggregate(rows, samples)

@@ -104,6 +104,8 @@ def _measure(problem, cell, grads, reference, deterministic, num_threads, rng, d
         row = dict(base)
         row.update(grad=g, out_format=cell.out_format(g), reduction_length=problem.shape.reduction_length(g),
                    status=status, message=message)
+        if g == FORWARD:          # the forward never reads grad_output: no scale of it applies to this row
+            row["dy_scale"] = 1.0
         if outs is None:
             row.update(dict.fromkeys(_METRIC_KEYS))
             samples.append(None)
@@ -160,6 +162,14 @@ def _no_forward(grads, why):
     """ValueError when ``grads`` asks for the forward's output in a study that cannot measure it (``why``)."""
     if FORWARD in grads:
         raise ValueError(f"grads: {FORWARD!r}: {why}; expected gradInput, gradWeight or gradBias")
+
+
+def _check_amax_grads(grads, scales):
+    """ValueError when every measured result is the forward's output and a scale is 'amax': amax scales
+    grad_output, which the forward does not read, so it would change nothing."""
+    if grads and all(g == FORWARD for g in grads) and any(isinstance(s, str) for s in scales or ()):
+        raise ValueError("scales: amax scales grad_output, which the forward's output (grads 'output') does not "
+                         "read; expected numbers, or a gradient among grads")
 
 
 def _check_common(grads, reference, deterministic, num_threads=None):
