@@ -183,6 +183,10 @@ def _train_parser():
     p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0)")
     p.add_argument("--soc", default=None, help="the emulated chip (default: $PYCONVTBC_SOC_VERSION, else ascend910b)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data and the initial weights (default 0)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="train on N seeds (--seed .. --seed+N-1) and print each mode's final loss and its deviation "
+                        "from torch as a mean with a 95%% interval, rows as they finish (default 1: one run, the "
+                        "loss-curve table); --out then writes <prefix>.json")
     p.add_argument("--threads", type=int, default=1, help="the emulated kernels' threads (default 1)")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch's intra-op threads during the run (default 1; restored afterwards)")
@@ -191,6 +195,38 @@ def _train_parser():
     p.add_argument("--prefix", default=None, help="file name prefix (default: train)")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG plot")
     return p
+
+
+def _train_seeds_cli(a, modes, torch):
+    """``study train --seeds N``: the header first, then each mode's row as it finishes (stdout, flushed)."""
+    from .train_seeds import header_lines, row_line, train_seeds
+    if not 2 <= a.seeds <= 1000:
+        raise ValueError(f"--seeds: {a.seeds}; expected an integer 1..1000")
+    if a.markdown:
+        raise ValueError("--markdown: --seeds prints its rows as they finish, as text; expected no --markdown")
+    if a.out is not None:
+        prefix = a.prefix or default_prefix("train")
+        _check_out(a.out, prefix, (".json",), [])
+    kw = dict(steps=a.steps, batch=a.batch, length=a.length, vocab=a.vocab, dim=a.dim, kernel=a.kernel,
+              layers=a.layers, noise=a.noise, lr=a.lr, clip=a.clip, soc=a.soc, num_threads=a.threads)
+    train_modes_check = dict(kw, seeds=list(range(a.seed, a.seed + a.seeds)))
+    keep = torch.get_num_threads()
+    torch.set_num_threads(a.torch_threads)
+    try:
+        from .train import train_modes
+        train_modes(modes[:1], **dict(kw, steps=1))          # every argument checked before the header
+        print("\n".join(header_lines(train_modes_check)), flush=True)
+        res = train_seeds(modes, seeds=a.seeds, seed=a.seed, on_row=lambda r: print(row_line(r), flush=True), **kw)
+    finally:
+        torch.set_num_threads(keep)
+    if a.out is not None:
+        import json
+        path = os.path.join(a.out, f"{a.prefix or default_prefix('train')}.json")
+        os.makedirs(a.out, exist_ok=True)
+        with open(path, "w") as fh:
+            json.dump({"meta": res.meta, "rows": res.rows}, fh, indent=1)
+        print(f"\nwrote 1 file to {a.out}: {os.path.relpath(path, a.out)}")
+    return 0
 
 
 def _train_cli(argv):
@@ -213,6 +249,8 @@ def _train_cli(argv):
             prefix = a.prefix or default_prefix("train")
             _check_out(a.out, prefix, (".csv", ".json"), [] if a.no_plots else plot_names("train", ()))
         modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
+        if a.seeds != 1:
+            return _train_seeds_cli(a, modes, torch)
         keep = torch.get_num_threads()
         torch.set_num_threads(a.torch_threads)
         try:
