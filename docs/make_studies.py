@@ -117,12 +117,13 @@ BLOCKS = {
                      {"layer_window/plots/window_window.png": "layer_window.png"}, ("torch", "matplotlib")),
     "train_modes": ("cli", "study train --steps 200 --out train_out",
                     {"train_out/plots/train_loss.png": "train_loss.png"}, ("torch", "matplotlib")),
+    "train_seeds": ("cli", "study train --steps 200 --seeds 5", {}, ("torch",)),
     "train": ("script", "examples/train_tiny_convtbc.py --out train_tiny_convtbc.png",
               {"train_tiny_convtbc.png": "train_tiny_convtbc.png"}, ("torch", "matplotlib")),
 }
 # Blocks whose output holds timings: compared with every time ("1.8 s", "12.3 ms") and time ratio ("1.7x")
 # masked, and runs of spaces (a table's alignment) collapsed.
-_TIMED = ("train_modes", "train")
+_TIMED = ("train_modes", "train_seeds", "train")
 _TIME = re.compile(r"\b\d+\.\d (?:s|ms)\b|\b\d+\.\dx\b")
 
 

@@ -58,8 +58,15 @@ def _interval(row, key, pct=False):
     if m is None:
         return "-"
     if pct:
-        return f"{100 * m:+.3f}% ±{100 * (hi - lo) / 2:.3f}%"
+        return f"{_pct(100 * m, True)}% ±{_pct(100 * (hi - lo) / 2)}%"
     return f"{m:.4f} ±{(hi - lo) / 2:.4f}"
+
+
+def _pct(v, sign=False):
+    """A percentage: 3 decimals, or 2 significant digits below 0.001 (so a tiny deviation never reads 0.000)."""
+    if v == 0 or abs(v) >= 1e-3:
+        return f"{v:+.3f}" if sign else f"{v:.3f}"
+    return f"{v:+.1e}" if sign else f"{v:.1e}"
 
 
 HEADERS = ("mode", "final loss (95% CI)", "vs torch (95% CI)", "seeds", "ms/step")
