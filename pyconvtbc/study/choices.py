@@ -120,16 +120,31 @@ def _norm_bool(argname, v):
 
 
 _AMAX_DEFAULT = 0.5
+# 'amax' without FRAC: the fraction of the output format's largest finite value that gradWeight's largest exact
+# magnitude is scaled to, per format, chosen from measured error (docs/studies.md, section 3: the median
+# relative Frobenius error of HiFloat8 gradWeights of a trained fconv-style LM is 0.104 at FRAC 0.5 and 0.0265
+# at 2^-11, where the values sit in HiFloat8's widest-mantissa range; E4M3FN's is flat from 1 down to 2^-8)
+AMAX_FORMAT_DEFAULT = {"hifloat8": 2.0 ** -11}
+
+
+def amax_fraction(fmt):
+    """The default FRAC of 'amax' for gradWeight's output format ``fmt``."""
+    return AMAX_FORMAT_DEFAULT.get(fmt, _AMAX_DEFAULT)
 
 
 def _norm_scale_rule(argname, v):
-    """A --scale entry: a positive number (multiplies all the data), or 'amax[:FRAC]' (per-cell power-of-two
-    scaling of grad_output so that gradWeight's largest exact magnitude lands in (FRAC/2, FRAC] of its output
-    format's largest finite value) -> float, or the string 'amax:FRAC'."""
+    """A --scale entry: a positive number, 'amax[:FRAC]' (per-cell power-of-two scaling of grad_output so that
+    gradWeight's largest exact magnitude lands in (FRAC/2, FRAC] of its output format's largest finite value;
+    'amax' alone: the format's default FRAC, ``amax_fraction``) or 'best' (per cell, the power of two of
+    grad_output with the smallest gradWeight rel Frob) -> float, 'amax', 'amax:FRAC' or 'best'."""
+    if isinstance(v, str) and v.strip().lower() == "best":
+        return "best"
     if isinstance(v, str) and v.strip().lower().startswith("amax"):
         _, _, frac = v.strip().partition(":")
+        if not frac and v.strip().lower() == "amax":
+            return "amax"
         try:
-            f = float(frac) if frac else _AMAX_DEFAULT
+            f = float(frac) if frac else float("nan")
         except ValueError:
             f = float("nan")
         if not (math.isfinite(f) and 0 < f <= 1):

@@ -69,10 +69,12 @@ def _parser():
                    help="generated data: normal | uniform | lognormal[:SIGMA] (random-sign lognormal); default "
                         "normal")
     d.add_argument("--scale", default="1", metavar="S[,S...]",
-                   help="each entry: a number (multiplies all the data) or amax[:FRAC] (per mode, grad_output times "
+                   help="each entry: a number (multiplies all the data), amax[:FRAC] (per mode, grad_output times "
                         "the power of two that puts the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of "
-                        "its output format's largest finite value, FRAC 0.5, lowered where grad_output itself would "
-                        "pass FRAC of the input dtype's or the compute precision's range); default 1")
+                        "its output format's largest finite value; FRAC by default 2^-11 for hifloat8, 0.5 for the "
+                        "others; lowered where grad_output itself would pass FRAC of the input dtype's or the "
+                        "compute precision's range) or best (per mode, the power of two of grad_output with the "
+                        "smallest gradWeight rel Frob, of 25 octaves from amax:1 down); default 1")
     d.add_argument("--seed", type=int, default=None,
                    help="seed of the generated data (and of spread's model orders); default 0")
     d.add_argument("--repeat", type=int, default=1, metavar="N",

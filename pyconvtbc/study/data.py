@@ -342,8 +342,17 @@ class _Problem:
 
     @property
     def amax(self):
-        """FRAC of an 'amax:FRAC' scale rule, else None."""
-        return float(self.scale.partition(":")[2]) if isinstance(self.scale, str) else None
+        """FRAC of an 'amax:FRAC' scale rule, 'format' for 'amax' (the output format's default FRAC), 'best'
+        for 'best', else None."""
+        if not isinstance(self.scale, str):
+            return None
+        if self.scale in ("amax", "best"):
+            return "format" if self.scale == "amax" else "best"
+        return float(self.scale.partition(":")[2])
+
+    def _replace_scale(self, scale):
+        """The same problem (data and caches shared) under another scale rule (a string rule: same data)."""
+        return _Problem(self.shape, self.distribution, scale, self.seed, self.source, self._cache)
 
     def inputs(self, dtype):
         """Arrays in the input dtype (bias too) for the operator."""

@@ -12,6 +12,7 @@ from ..api import conv_tbc_backward
 from ..codecs import round_to_hf32
 from ..status import AclnnError
 from .choices import (CUBE_MATH_TYPES, FORWARD, GRADS, REFERENCES, _norm_bool, _norm_grads, _norm_threads,
+                      amax_fraction,
                       _normalise)
 from .metrics import _METRIC_KEYS, error_metrics, format_limits
 from .progress import _Progress
@@ -31,6 +32,10 @@ def _amax_scale(problem, cell, reference):
     frac = problem.amax
     if frac is None:
         return 1.0
+    if frac == "best":
+        return _best_scale(problem, cell, reference)
+    if frac == "format":
+        frac = amax_fraction(cell.out_format("gradWeight"))
     ref = problem.reference(cell.input_dtype, reference)["gradWeight"]
     ref = np.abs(ref[np.isfinite(ref)])
     amax = float(ref.max()) if ref.size else 0.0
@@ -45,6 +50,31 @@ def _amax_scale(problem, cell, reference):
         for f in fmts:
             e = min(e, math.floor(math.log2(frac * format_limits(f)["largest_finite"] / dy_max)))
     return 2.0 ** e
+
+
+BEST_OCTAVES = 24    # 'best' tries 2^e for e = the amax rule's exponent at FRAC 1 down to 24 octaves below it
+
+
+def _best_scale(problem, cell, reference, deterministic=True):
+    """'best': the power of two 2^e of grad_output, from the amax rule's at FRAC 1 down ``BEST_OCTAVES`` octaves,
+    whose gradWeight has the smallest rel Frob (over 2^e with a rel Frob and no NaN / Inf; the largest e among
+    equals); 1 when gradWeight's exact values are all 0 or the operator rejects the cell."""
+    top = _amax_scale(problem._replace_scale("amax:1"), cell, reference)
+    best = None
+    for k in range(BEST_OCTAVES + 1):
+        sc = top * 2.0 ** -k
+        x = problem.scaled_inputs(cell.input_dtype, sc)
+        try:
+            gw = _run_cell(x, problem.shape.pad, cell, deterministic, None)[1]
+        except AclnnError:
+            return 1.0
+        m = error_metrics(gw, problem.reference(cell.input_dtype, reference, sc)["gradWeight"],
+                          cell.out_format("gradWeight"))
+        if m["rel_fro"] is None or m["n_nan"] or m["n_inf"]:
+            continue
+        if best is None or m["rel_fro"] < best[0]:
+            best = (m["rel_fro"], sc)
+    return 1.0 if best is None else best[1]
 
 
 def _run_cell(x, pad, cell, deterministic, num_threads, order_seed=None):
