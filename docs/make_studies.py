@@ -89,7 +89,7 @@ BLOCKS = {
     "hf32_whatif": ("cli", "study --shape 16,4,16,16,3,1 --cube USE_HF32 --hf32-mantissa-bits 4,7,10,11,14,18,22 "
                            "--grads gw", {}, ()),
     "eight_bit": ("cli", "study --shape 16,4,16,16,3,1 --cube KEEP_DTYPE --grad-weight-dtype hifloat8,float8_e4m3fn "
-                         "--saturate all --scale 1e-4,1,30,amax:0.5,amax,best --grads gw", {}, ()),
+                         "--saturate all --scale 1e-8,1,1000,amax:0.5,amax,best --grads gw", {}, ()),
     "window": ("cli", "study window --shape 16,4,16,16,3,1 --cube KEEP_DTYPE,USE_FP16 "
                       "--grad-weight-dtype float32,bfloat16,hifloat8,float8_e4m3fn --exponents=-24:24 "
                       "--out window_out",

@@ -91,7 +91,8 @@ def _exact_gw(shape, scale, seed=0):
 def test_amax_recovers_an_underflowing_gradient(fmt, fmax):
     shape, data_scale = "16,4,8,8,3,1", 1e-3
     grid = {"cube_math_types": ["KEEP_DTYPE"], "grad_weight_dtypes": [fmt]}
-    plain, scaled = study.run_study(shape, grid, scales=[data_scale, "amax"], grads=["gw"]).rows
+    plain, scaled = study.run_study(shape, grid, scales=[data_scale, "amax"], grads=["gw"],
+                                    scale_operands="all").rows
     if fmt == "float8_e4m3fn":
         assert plain["frac_underflow"] > 0.9          # unscaled: |gw| ~ 1e-5 << 2^-10
     s = scaled["dy_scale"]
@@ -229,3 +230,22 @@ def test_amax_default_fraction_is_per_format():
     grid = {"cube_math_types": ["KEEP_DTYPE"], "grad_weight_dtypes": ["hifloat8"]}
     a, b = study.run_study("16,4,8,8,3,1", grid, scales=["amax", "amax:0.5"], grads=["gw"]).rows
     assert b["dy_scale"] == a["dy_scale"] * 2.0 ** 10 and a["rel_fro"] < b["rel_fro"]
+
+
+def test_a_number_scales_grad_output_only_by_default():
+    from pyconvtbc.study.data import _problems
+    shape = "8,2,4,4,3,1"
+    d = study.make_data(shape)
+    (p_dy,) = _problems(shape, None, "normal", [4.0], 0)
+    (p_all,) = _problems(shape, None, "normal", [4.0], 0, scale_operands="all")
+    np.testing.assert_array_equal(p_dy.source["grad_output"], 4.0 * d["grad_output"])
+    for k in ("input", "weight"):
+        np.testing.assert_array_equal(p_dy.source[k], d[k])                    # left alone by default
+        np.testing.assert_array_equal(p_all.source[k], 4.0 * d[k])             # scaled with 'all'
+    grid = {"cube_math_types": ["KEEP_DTYPE"]}
+    res = study.run_study(shape, grid, scales=[4.0], grads=["gw"])
+    assert "scale multiplies: grad_output" in res.table().splitlines()[1]
+    with pytest.raises(ValueError, match="scale_operands"):
+        study.run_study(shape, grid, scales=[4.0], grads=["output"])         # the forward never reads it
+    with pytest.raises(ValueError, match="scale_operands"):
+        study.run_study(shape, grid, scales=[4.0], grads=["gw"], scale_operands="some")

@@ -69,12 +69,15 @@ def _parser():
                    help="generated data: normal | uniform | lognormal[:SIGMA] (random-sign lognormal); default "
                         "normal")
     d.add_argument("--scale", default="1", metavar="S[,S...]",
-                   help="each entry: a number (multiplies all the data), amax[:FRAC] (per mode, grad_output times "
+                   help="each entry: a number (multiplies grad_output; every operand with --scale-operands all), amax[:FRAC] (per mode, grad_output times "
                         "the power of two that puts the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of "
                         "its output format's largest finite value; FRAC by default 2^-11 for hifloat8, 0.5 for the "
                         "others; lowered where grad_output itself would pass FRAC of the input dtype's or the "
                         "compute precision's range) or best (per mode, the power of two of grad_output with the "
                         "smallest gradWeight rel Frob, of 25 octaves from amax:1 down); default 1")
+    d.add_argument("--scale-operands", default="grad_output", choices=("grad_output", "all"),
+                   help="what a numeric --scale multiplies: grad_output (default: a loss scale, as it reaches the "
+                        "backward) or all (every operand: input, weight and bias too)")
     d.add_argument("--seed", type=int, default=None,
                    help="seed of the generated data (and of spread's model orders); default 0")
     d.add_argument("--repeat", type=int, default=1, metavar="N",
@@ -564,15 +567,19 @@ def _run(a):
     common = dict(grid=grid, distribution=dist, seed=seed, reference=a.reference, num_threads=a.threads,
                   progress=a.progress)
     files = dict(npz=a.npz, data=a.data, pad=a.pad)
+    if a.scale_operands != "grad_output" and (a.command == "window" or all(s == 1 for s in scales)):
+        raise ValueError("--scale-operands: it says what a numeric --scale multiplies; expected it with a --scale "
+                         "other than 1 (and not with window, which scales grad_output itself)")
     if a.command == "modes":
         return run_study(shapes, scales=scales, grads=grads or GRADS, repeat=a.repeat, deterministic=det, **files,
-                         **common)
+                         scale_operands=a.scale_operands, **common)
     if a.command == "spread":
         return reduction_order_spread(shapes, scales=scales, grads=grads or ("gradInput", "gradWeight"),
                                       permutations=a.permutations, deterministic=a.fixed_order,
-                                      source=a.order_source, **files, **common)
+                                      source=a.order_source, scale_operands=a.scale_operands, **files, **common)
     if a.command == "window":
         return scale_window(shapes, exponents=exponents, threshold=threshold, grads=grads or ("gradWeight",),
                             deterministic=det, **files, **common)
     return error_growth(shapes[0] if shapes else None, vals, a.axis, scale=scales[0], grads=grads or GRADS,
-                        metric=a.metric, repeat=a.repeat, deterministic=det, **common)
+                        metric=a.metric, repeat=a.repeat, deterministic=det, scale_operands=a.scale_operands,
+                        **common)

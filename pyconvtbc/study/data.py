@@ -335,7 +335,7 @@ def _load_pt(path, pad):
 class _Problem:
     shape: Shape
     distribution: str
-    scale: object                         # a float (multiplies all the data) or 'amax:FRAC'
+    scale: object                         # a float (multiplies grad_output, or all: scale_operands) or a rule
     seed: Optional[int]
     source: dict                          # float64 arrays
     _cache: dict = field(default_factory=dict)
@@ -420,8 +420,17 @@ class _Problem:
                 "distribution": self.distribution, "scale": self.scale, "seed": self.seed}
 
 
-def _scaled(arrays, sc):
-    return dict(arrays) if isinstance(sc, str) else {k: v * sc for k, v in arrays.items()}
+SCALE_OPERANDS = ("grad_output", "all")
+
+
+def _scaled(arrays, sc, operands="grad_output"):
+    """The arrays under a numeric scale ``sc``: grad_output alone multiplied (``operands`` 'grad_output', the
+    default: how a loss scale reaches the backward), or every array ('all'); a scale rule (a string): unchanged."""
+    if isinstance(sc, str):
+        return dict(arrays)
+    if operands == "all":
+        return {k: v * sc for k, v in arrays.items()}
+    return {**arrays, "grad_output": arrays["grad_output"] * sc}
 
 
 def _records(data, pad):
@@ -444,9 +453,12 @@ def _records(data, pad):
     return out
 
 
-def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None):
-    """The problems of a study: each shape (or the arrays of ``npz`` / ``data``) at each scale."""
+def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None, scale_operands="grad_output"):
+    """The problems of a study: each shape (or the arrays of ``npz`` / ``data``) at each scale (a number
+    multiplies grad_output, or every operand with ``scale_operands='all'``)."""
     scales = _uniq(_norm_scale_rule("scales", s) for s in _as_list("scales", scales))
+    if scale_operands not in SCALE_OPERANDS:
+        raise ValueError(f"scale_operands: {scale_operands!r}; expected one of {', '.join(SCALE_OPERANDS)}")
     if npz is not None or data is not None:
         if sum(v is not None for v in (shapes, npz, data)) > 1:
             raise ValueError("shapes, npz and data: more than one was given; expected one source of data (shapes "
@@ -456,7 +468,8 @@ def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None):
             recs = [(f"npz:{os.path.basename(str(npz))}", arrays, s)]
         else:
             recs = _records(data, pad)
-        return [_Problem(s, name, sc, None, _scaled(arrays, sc)) for name, arrays, s in recs for sc in scales]
+        return [_Problem(s, name, sc, None, _scaled(arrays, sc, scale_operands)) for name, arrays, s in recs
+                for sc in scales]
     if shapes is None:
         shapes = [DEFAULT_SHAPE]
     elif isinstance(shapes, (Shape, str, dict)) or (
@@ -470,5 +483,5 @@ def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None):
         for sd in (seed if isinstance(seed, (list, tuple)) else [seed]):
             base = make_data(s, distribution, 1.0, sd)
             for sc in scales:
-                out.append(_Problem(s, distribution, sc, sd, _scaled(base, sc)))
+                out.append(_Problem(s, distribution, sc, sd, _scaled(base, sc, scale_operands)))
     return out

@@ -166,6 +166,10 @@ class StudyResult:
             if k == "shape" and self.kind == "growth":
                 continue
             lines.append(f"{_HEAD.get(k, k)}: {_fmt_value(k, v)}")
+        numeric = [p.get("scale") for p in self.meta.get("problems", []) if not isinstance(p.get("scale"), str)]
+        if any(s != 1 for s in numeric if s is not None) and self.meta.get("scale_operands"):
+            lines.append("scale multiplies: " + ("every operand" if self.meta["scale_operands"] == "all"
+                                                 else "grad_output"))
         if self.kind != "spread" and "deterministic" in self.meta and self.meta["deterministic"] is None:
             # --non-deterministic: the seed fixes the data, not the order
             lines.append("order: the chip's default (ascend910b / ascend910: a fresh gradWeight order per call, "

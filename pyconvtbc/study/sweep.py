@@ -194,12 +194,18 @@ def _no_forward(grads, why):
         raise ValueError(f"grads: {FORWARD!r}: {why}; expected gradInput, gradWeight or gradBias")
 
 
-def _check_amax_grads(grads, scales):
-    """ValueError when every measured result is the forward's output and a scale is 'amax': amax scales
-    grad_output, which the forward does not read, so it would change nothing."""
-    if grads and all(g == FORWARD for g in grads) and any(isinstance(s, str) for s in scales or ()):
-        raise ValueError("scales: amax scales grad_output, which the forward's output (grads 'output') does not "
-                         "read; expected numbers, or a gradient among grads")
+def _check_amax_grads(grads, scales, scale_operands="grad_output"):
+    """ValueError when every measured result is the forward's output and a scale would change nothing: 'amax' /
+    'best' scale grad_output, which the forward does not read, and so does a number unless scale_operands is
+    'all'."""
+    if not grads or not all(g == FORWARD for g in grads):
+        return
+    if any(isinstance(s, str) for s in scales or ()):
+        raise ValueError("scales: amax and best scale grad_output, which the forward's output (grads 'output') "
+                         "does not read; expected numbers, or a gradient among grads")
+    if scale_operands != "all" and any(s != 1 for s in scales or ()):
+        raise ValueError("scales: a number scales grad_output alone by default, which the forward's output "
+                         "(grads 'output') does not read; expected scale_operands 'all' (--scale-operands all)")
 
 
 def _check_common(grads, reference, deterministic, num_threads=None):
