@@ -13,9 +13,14 @@ from ..profiles import COMPUTE_NAMES, PROFILES
 _OPERAND_TYPES = _reg.types_with_role(_reg.OPERAND)
 _GW_ONLY_TYPES = _reg.types_with_role(_reg.GRAD_WEIGHT)
 INPUT_DTYPES = {t.name: t.storage for t in _OPERAND_TYPES}
+# 8-bit operands the forward takes on chips that have them (ascend950: HiFloat8), as uint8 codes: an input dtype
+# of the forward only (--grads output), never among 'all'
+FORWARD_ONLY_INPUTS = {t.name: t.storage for t in _reg.types_with_role(_reg.EIGHT_BIT_OPERAND)
+                       if t.name not in INPUT_DTYPES}
 _FORMAT_ALIASES = {t.aliases[0]: t.name for t in _OPERAND_TYPES + _GW_ONLY_TYPES}   # the short names
-_INPUT_ALIASES = {a: t.name for t in _OPERAND_TYPES for a in t.aliases}
-_ACL_CODE = {t.name: t.code for t in _OPERAND_TYPES}
+_INPUT_ALIASES = {a: t.name for t in _OPERAND_TYPES + _reg.types_with_role(_reg.EIGHT_BIT_OPERAND)
+                  for a in t.aliases}
+_ACL_CODE = {t.name: t.code for t in _OPERAND_TYPES + _reg.types_with_role(_reg.EIGHT_BIT_OPERAND)}
 
 CUBE_MATH_TYPES = {"KEEP_DTYPE": 0, "ALLOW_FP32_DOWN_PRECISION": 1, "USE_FP16": 2, "USE_HF32": 3}
 _CUBE_BY_VALUE = {v: k for k, v in CUBE_MATH_TYPES.items()}
@@ -243,7 +248,8 @@ def _norm_block_size(argname, v):
 
 # Every axis of the grid: how one value of it is normalised, and the values that "all" stands for.
 _AXES = {
-    "input_dtypes": (lambda a, v: _normalise(a, v, tuple(INPUT_DTYPES), _INPUT_ALIASES, what="input dtype"),
+    "input_dtypes": (lambda a, v: _normalise(a, v, tuple(INPUT_DTYPES) + tuple(FORWARD_ONLY_INPUTS),
+                                             _INPUT_ALIASES, what="input dtype"),
                      tuple(INPUT_DTYPES)),
     "cube_math_types": (_norm_cube, tuple(CUBE_MATH_TYPES)),
     "socs": (lambda a, v: _normalise(a, v, SOCS, what="SoC profile"), SOCS),

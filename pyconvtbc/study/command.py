@@ -401,7 +401,7 @@ _API_OPTIONS = {"source": "--order-source", "axis": "--axis", "values": "--value
                 "grads": "--grads", "pad": "--pad", "permutations": "--permutations", "num_threads": "--threads",
                 "repeat": "--repeat", "seed": "--seed", "shapes": "--shape", "scales": "--scale",
                 "distribution": "--dist", "reference": "--reference", "exponents": "--exponents",
-                "threshold": "--threshold"}
+                "threshold": "--threshold", "input_dtypes": "--input-dtype", "scale_operands": "--scale-operands"}
 
 
 def _cli_message(msg, a):

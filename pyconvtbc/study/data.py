@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from .. import formats as _reg
-from .choices import (GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution, _norm_scale,
+from .choices import (FORWARD_ONLY_INPUTS, GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution, _norm_scale,
                       _norm_scale_rule, _uniq)
 from .reference import reference_forward, reference_gradients
 
@@ -355,13 +355,28 @@ class _Problem:
         return _Problem(self.shape, self.distribution, scale, self.seed, self.source, self._cache)
 
     def inputs(self, dtype):
-        """Arrays in the input dtype (bias too) for the operator."""
+        """Arrays in the input dtype (bias too) for the operator; for a forward-only 8-bit input dtype
+        (HiFloat8), input and weight as its uint8 codes (rounded TA), grad_output and bias in float32."""
         key = ("in", dtype)
         if key not in self._cache:
-            npdt = INPUT_DTYPES[dtype]
-            with np.errstate(over="ignore"):
-                self._cache[key] = {k: v.astype(npdt) for k, v in self.source.items()}
+            if dtype in FORWARD_ONLY_INPUTS:
+                from ..codecs import hif8_encode
+                x = {k: v.astype(np.float32) for k, v in self.source.items()}
+                x["input"], x["weight"] = hif8_encode(self.source["input"]), hif8_encode(self.source["weight"])
+                self._cache[key] = x
+            else:
+                npdt = INPUT_DTYPES[dtype]
+                with np.errstate(over="ignore"):
+                    self._cache[key] = {k: v.astype(npdt) for k, v in self.source.items()}
         return self._cache[key]
+
+    def input_values(self, dtype):
+        """``inputs(dtype)`` as values (float64): HiFloat8 codes decoded."""
+        x = self.inputs(dtype)
+        if dtype not in FORWARD_ONLY_INPUTS:
+            return x
+        from ..codecs import hif8_decode
+        return {k: (hif8_decode(v).astype(np.float64) if v.dtype == np.uint8 else v) for k, v in x.items()}
 
     def scaled_inputs(self, dtype, dy_scale):
         """``inputs(dtype)`` with grad_output multiplied by ``dy_scale`` before the cast to the input dtype."""
@@ -409,7 +424,7 @@ class _Problem:
         weight and bias in the input dtype) or from the source data ('source'); grad_output plays no part."""
         key = ("fwd", dtype if which == "inputs" else None)
         if key not in self._cache:
-            src = self.inputs(dtype) if which == "inputs" else self.source
+            src = self.input_values(dtype) if which == "inputs" else self.source
             with np.errstate(invalid="ignore", over="ignore"):
                 self._cache[key] = reference_forward(src["input"], src["weight"], src["bias"], self.shape.pad)
         return self._cache[key]

@@ -48,7 +48,7 @@ def magnitude_rows(problems, cells, grads, reference):
     rows, values = [], []
     for p in problems:
         for dt in dict.fromkeys(c.input_dtype for c in cells):
-            x = p.inputs(dt)
+            x = p.input_values(dt)
             ref = p.reference(dt, reference)
             mine = [c for c in cells if c.input_dtype == dt]
             tensors = [(t, x[t], sorted({_COMPUTE_FORMAT[c.compute] for c in mine if c.compute in _COMPUTE_FORMAT}

@@ -12,8 +12,7 @@ from ..api import conv_tbc_backward
 from ..codecs import round_to_hf32
 from ..status import AclnnError
 from .choices import (CUBE_MATH_TYPES, FORWARD, GRADS, REFERENCES, _norm_bool, _norm_grads, _norm_threads,
-                      amax_fraction,
-                      _normalise)
+                      FORWARD_ONLY_INPUTS, _normalise, amax_fraction)
 from .metrics import _METRIC_KEYS, error_metrics, format_limits
 from .progress import _Progress
 
@@ -162,6 +161,10 @@ def _sweep(label, problems, cells, grads, reference, deterministic, num_threads,
 
     ``extend(problem, cell, rows)``, when given, adds to each cell's rows before the bar moves on.
     """
+    eight = sorted({c.input_dtype for c in cells if c.input_dtype in FORWARD_ONLY_INPUTS})
+    if eight and any(g != FORWARD for g in grads):
+        raise ValueError(f"input_dtypes: {', '.join(eight)} operands exist for the forward only (ascend950's "
+                         "aclnnConvTbc); expected grads ['output'] (--grads output) with them")
     rows, samples = [], []
     rng = np.random.default_rng(0)
     bar = _Progress(len(problems) * len(cells), label, progress)
