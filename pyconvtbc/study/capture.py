@@ -33,7 +33,8 @@ class capture:
     """Context manager recording every pyconvtbc ConvTBC backward (see the module docstring).
 
     ``records``: one dict per backward call: ``name``, ``dtype`` (the operator's dtype name), ``grad_output``,
-    ``input``, ``weight``, ``bias`` (NumPy arrays in that dtype; bfloat16 as ``ml_dtypes.bfloat16``) and ``pad``.  ``max_records`` bounds the list (later calls
+    ``input``, ``weight``, ``bias`` (NumPy arrays in that dtype; bfloat16 as ``ml_dtypes.bfloat16``) and ``pad``.
+    ``max_records`` bounds the list (later calls
     are counted in ``dropped``, not kept).
     """
 

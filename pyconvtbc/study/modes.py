@@ -18,12 +18,14 @@ def run_study(shapes=None, grid=None, *, npz=None, data=None, pad=None, distribu
     shapes: Shape / 'T,B,Cin,Cout,K[,pad]' / tuples, one or a list (default 64,8,64,64,3,1); npz: an .npz file of
     arrays instead (``load_npz``); data: a file (``load_data``: .npz, a directory of .npy, .pt), a ``capture``
     or a list of dicts of arrays, one problem per record (a captured model: one per layer call); scales: numbers
-    (multiply grad_output, or every operand with scale_operands='all') and / or 'amax[:FRAC]' (per mode, grad_output times the power of two that puts the
-    exact gradWeight's largest magnitude in (FRAC/2, FRAC] of its format's largest finite value; FRAC by default
-    2^-11 for HiFloat8 and 0.5 otherwise; lowered where grad_output itself would pass FRAC of the input dtype's
-    or the compute precision's range) and / or 'best' (per mode, the power of two of grad_output with the
-    smallest gradWeight rel Frob, scanned over 25 octaves from the amax rule at FRAC 1 down); scale_operands: what a numeric scale multiplies,
-    'grad_output' (default) or 'all' (every operand); repeat: the number of seeds (seed, seed+1, ...) whose results are averaged, with 95 % intervals;
+    (multiply grad_output, or every operand with scale_operands='all') and / or 'amax[:FRAC]' (per mode,
+    grad_output times the power of two that puts the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of
+    its format's largest finite value; FRAC by default 2^-11 for HiFloat8 and 0.5 otherwise; lowered where
+    grad_output itself would pass FRAC of the input dtype's or the compute precision's range) and / or 'best'
+    (per mode, the power of two of grad_output with the smallest gradWeight rel Frob, scanned over 25 octaves
+    from the amax rule at FRAC 1 down); scale_operands: what a numeric scale multiplies, 'grad_output'
+    (default) or 'all' (every operand); repeat: the number of seeds (seed, seed+1, ...) whose results are
+    averaged, with 95 % intervals;
     grid: a ``Grid`` or a dict of its axes; deterministic: passed to the operator (None: the profile's
     default); progress: True / False / 'auto' (stderr is a terminal).
     Returns a ``StudyResult`` (``.table()``, ``.save(dir)``, ``.rows``).
