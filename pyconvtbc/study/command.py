@@ -72,9 +72,10 @@ def _parser():
                    help="each entry: a number (multiplies grad_output; every operand with --scale-operands all), "
                         "amax[:FRAC] (per mode, grad_output times the power of two that puts the exact "
                         "gradWeight's largest magnitude in (FRAC/2, FRAC] of its output format's largest finite "
-                        "value; FRAC by default 2^-11 for hifloat8, 0.5 for the others; lowered where grad_output itself would pass FRAC of the input dtype's or the "
-                        "compute precision's range) or best (per mode, the power of two of grad_output with the "
-                        "smallest gradWeight rel Frob, of 25 octaves from amax:1 down); default 1")
+                        "value; FRAC by default 2^-11 for hifloat8, 0.5 for the others; lowered where grad_output "
+                        "itself would pass FRAC of the input dtype's or the compute precision's range) or best (per "
+                        "mode, the power of two of grad_output with the smallest gradWeight rel Frob, of 25 octaves "
+                        "from amax:1 down); default 1")
     d.add_argument("--scale-operands", default="grad_output", choices=("grad_output", "all"),
                    help="what a numeric --scale multiplies: grad_output (default: a loss scale, as it reaches the "
                         "backward) or all (every operand: input, weight and bias too)")
