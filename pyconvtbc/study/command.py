@@ -84,7 +84,9 @@ def _parser():
     d.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="modes, growth: run seeds seed..seed+N-1 and report means with 95%% intervals (default 1)")
     g = common.add_argument_group("grid (comma-separated lists, or 'all')")
-    g.add_argument("--input-dtype", default="float32", metavar="LIST", help=",".join(INPUT_DTYPES))
+    g.add_argument("--input-dtype", default="float32", metavar="LIST",
+                   help=",".join(INPUT_DTYPES) + " (all: these); hifloat8: the forward's HiFloat8 operands "
+                        "(ascend950, with --grads output)")
     g.add_argument("--cube", default="all", metavar="LIST",
                    help="cubeMathType: KEEP_DTYPE,ALLOW_FP32_DOWN_PRECISION,USE_FP16,USE_HF32 (or 0-3); default all")
     g.add_argument("--soc", default="ascend910b", metavar="LIST", help="ascend910b,ascend950,ascend910")
