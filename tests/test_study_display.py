@@ -80,3 +80,25 @@ def test_identical_rows_are_printed_once_with_merged_labels():
     cells = [["a", "x", "1"], ["b", "x", "1"], ["c", "y", "1"]]
     assert _merge_identical(cells, [1, 1, 1], [0]) == [["a,b", "x", "1"], ["c", "y", "1"]]
     assert _merge_identical(cells, [1, 2, 1], [0]) == cells          # different results are never merged
+
+
+def test_plots_write_what_a_missing_bar_stands_for():
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    from pyconvtbc.study.plots import _mode_figures
+    r = study.run_study("8,2,4,4,3,1", {"cube_math_types": ["KEEP_DTYPE"],
+                                        "grad_weight_dtypes": ["float32", "float8_e4m3fn"]},
+                        scales=[1e-9], grads=["gradWeight"], scale_operands="all")
+    name, fig = next(_mode_figures(Figure, r, ["grad_weight_dtype"], ["gradWeight"]))
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.startswith("- (unf 100%") for t in texts)        # the flushed E4M3FN row: said, not hidden
+    lo = ax.get_xlim()[0]
+    assert all(p.get_width() >= lo for p in ax.patches)           # every bar drawn is on the axis
+    runs = study.reduction_order_spread("8,2,4,4,3,1", {"cube_math_types": ["KEEP_DTYPE"],
+                                                         "grad_weight_dtypes": ["float32", "hifloat8"]},
+                                        permutations=3, grads=["gradWeight"])
+    figs = list(_mode_figures(Figure, runs, ["grad_weight_dtype"], ["gradWeight"]))
+    for ax in figs[0][1].axes:
+        lo = ax.get_xlim()[0]
+        assert all(p.get_width() >= lo for p in ax.patches)       # 0 drawn at 1e-3 stays visible
