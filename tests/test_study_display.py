@@ -102,3 +102,21 @@ def test_plots_write_what_a_missing_bar_stands_for():
     for ax in figs[0][1].axes:
         lo = ax.get_xlim()[0]
         assert all(p.get_width() >= lo for p in ax.patches)       # 0 drawn at 1e-3 stays visible
+
+
+def test_magnitude_plot_limit_labels_do_not_overlap():
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from pyconvtbc.study.plots import _magnitude_figure
+    r = study.run_study("8,2,4,4,3,1", {"cube_math_types": ["KEEP_DTYPE"],
+                                        "grad_weight_dtypes": ["hifloat8", "float8_e4m3fn"]}, grads=["gradWeight"])
+    fig = _magnitude_figure(Figure, r)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(renderer) for t in ax.texts if "\n" in t.get_text()]   # the limit labels
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                assert not a.overlaps(b), "two limit labels overlap"

@@ -361,14 +361,16 @@ def _magnitude_figure(Figure, result, max_panels=12):
         xl = ax.get_xlim()
         xl = (min([xl[0]] + [v - 1 for v in shown]), max([xl[1]] + [v + 1 for v in shown]))
         ytop = ax.get_ylim()[1]
+        level = 0     # each limit's label one step lower than the last: labels of nearby limits never overlap
         for fno, f in enumerate(fmts):
             lim = format_limits(f)
             for k, v in lim.items():
                 lv = math.log2(v)
                 if xl[0] <= lv <= xl[1]:
                     ax.axvline(lv, linestyle=_LIMIT_STYLES[k], color="black" if fno == 0 else "0.45", lw=1.1)
-                    ax.text(lv, ytop * (0.95 - 0.22 * fno), f" {_LIMIT_NAMES[k]}\n {f}", fontsize=5.5,
+                    ax.text(lv, ytop * (0.97 - 0.105 * level), f" {_LIMIT_NAMES[k]}\n {f}", fontsize=5.5,
                             va="top", ha="left" if k != "overflow_threshold" else "right")
+                    level += 1
         ax.set_xlim(*xl)
         data, scale, shape, dt, name = key
         ax.set_title(f"{name} ({data}, scale {scale}, {dt})", fontsize=8)
