@@ -120,3 +120,16 @@ def test_magnitude_plot_limit_labels_do_not_overlap():
         for i, a in enumerate(boxes):
             for b in boxes[i + 1:]:
                 assert not a.overlaps(b), "two limit labels overlap"
+
+
+def test_bar_figures_wrap_into_rows():
+    """Three panels side by side made a 2240x322 strip; two a row keep the figure readable when scaled."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+    from pyconvtbc.study.plots import _mode_figures
+    r = study.reduction_order_spread("8,2,4,4,3,1", {"cube_math_types": ["KEEP_DTYPE"],
+                                                      "grad_weight_dtypes": ["float32", "hifloat8"]},
+                                     permutations=3, grads=["gradInput", "gradWeight"])
+    name, fig = next(_mode_figures(Figure, r, ["grad_weight_dtype"], ["gradInput", "gradWeight"]))
+    w, h = fig.get_size_inches()
+    assert len(fig.axes) == 3 and w / h <= 3.5

@@ -133,9 +133,12 @@ def _mode_figures(Figure, result, varying, grads):
                                a["out_format"] == b["out_format"])
         groups_by_panel.append(grps)
         heights.append(sum(1 + 0.6 * (len(grp) - 1) for grp in grps))
-    fig = Figure(figsize=(7.5 * len(panels), 0.32 * max(6, max(heights)) + 1.4))
+    # at most two panels a row: a strip of three or more side by side is unreadable once scaled to a page
+    ncols = min(2, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(7.5 * ncols, (0.32 * max(6, max(heights)) + 1.4) * nrows))
     for pi, ((g, f, rs), grps) in enumerate(zip(panels, groups_by_panel)):
-        ax = fig.add_subplot(1, len(panels), pi + 1)
+        ax = fig.add_subplot(nrows, ncols, pi + 1)
         y, labels, pos = [], [], 0.0
         for grp in grps:
             y.append(pos + 0.3 * (len(grp) - 1))
