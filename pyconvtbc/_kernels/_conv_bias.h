@@ -60,7 +60,9 @@ static inline int cb_variant_of(int64_t c, int64_t C, int64_t tile, int64_t alig
 static inline void cb_load_row(const cb_args *a, int64_t r, int64_t c0, int64_t n, float *out) {
     if (r >= a->T * a->B) { for (int64_t j = 0; j < n; j++) out[j] = 0.0f; return; }
     const char *p = a->base + (r / a->B) * a->s0 + (r % a->B) * a->s1 + c0 * a->s2;
-    if (a->dt == CT_DT_F32) {
+    if (a->dt == CT_DT_F32 && a->s2 == 4) {
+        memcpy(out, p, (size_t)n * 4);
+    } else if (a->dt == CT_DT_F32) {
         for (int64_t j = 0; j < n; j++) { float f; memcpy(&f, p + j * a->s2, 4); out[j] = f; }
     } else if (a->dt == CT_DT_F16) {
         for (int64_t j = 0; j < n; j++) { uint16_t h; memcpy(&h, p + j * a->s2, 2); out[j] = pct_f16_bits_to_f32(h); }
