@@ -89,7 +89,7 @@ BLOCKS = {
     "hf32_whatif": ("cli", "study --shape 16,4,16,16,3,1 --cube USE_HF32 --hf32-mantissa-bits 4,7,10,11,14,18,22 "
                            "--grads gw", {}, ()),
     "eight_bit": ("cli", "study --shape 16,4,16,16,3,1 --cube KEEP_DTYPE --grad-weight-dtype hifloat8,float8_e4m3fn "
-                         "--saturate all --scale 1e-4,1,30,amax --grads gw", {}, ()),
+                         "--saturate all --scale 1e-8,1,1000,amax:0.5,amax,best --grads gw", {}, ()),
     "window": ("cli", "study window --shape 16,4,16,16,3,1 --cube KEEP_DTYPE,USE_FP16 "
                       "--grad-weight-dtype float32,bfloat16,hifloat8,float8_e4m3fn --exponents=-24:24 "
                       "--out window_out",
@@ -117,12 +117,13 @@ BLOCKS = {
                      {"layer_window/plots/window_window.png": "layer_window.png"}, ("torch", "matplotlib")),
     "train_modes": ("cli", "study train --steps 200 --out train_out",
                     {"train_out/plots/train_loss.png": "train_loss.png"}, ("torch", "matplotlib")),
+    "train_seeds": ("cli", "study train --steps 200 --seeds 5", {}, ("torch",)),
     "train": ("script", "examples/train_tiny_convtbc.py --out train_tiny_convtbc.png",
               {"train_tiny_convtbc.png": "train_tiny_convtbc.png"}, ("torch", "matplotlib")),
 }
 # Blocks whose output holds timings: compared with every time ("1.8 s", "12.3 ms") and time ratio ("1.7x")
 # masked, and runs of spaces (a table's alignment) collapsed.
-_TIMED = ("train_modes", "train")
+_TIMED = ("train_modes", "train_seeds", "train")
 _TIME = re.compile(r"\b\d+\.\d (?:s|ms)\b|\b\d+\.\dx\b")
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from . import _numpy_layer as nl
 from . import _twophase
 from . import formats as _reg
+from ._gradbias import apply_reducesum_gradbias, geometry as gradbias_geometry
 from ._handoff import Problem, Shape
 from ._kernels import _conv_tbc
 from ._plan import Plan, aligned_workspace
@@ -98,7 +99,8 @@ class ConvTbcBackward(_twophase.Operator):
                           f"({dtype_name(t['weight'].data_type)}), "
                           f"{or_list(_reg.data_type(c).short for c in EIGHT_BIT)}")
         check_memory(t, INPUTS, OUTPUTS)                                             # 8. memory (ours)
-        return Problem(shape, C)
+        gb_order = gradbias_geometry(profile.name, T_out * B, Cout, t["self"].data_type)
+        return Problem(shape, C, () if gb_order is None else gb_order)
 
     # ---- kernel calls ----
     def kernel_dtypes(self, t):
@@ -115,6 +117,7 @@ class ConvTbcBackward(_twophase.Operator):
         run_plan(plan, o["self"], o["input"], o["weight"], (o["gradInput"][0], o["gradInput"][-1]),
                  (o["gradWeight"][0], o["gradWeight"][-1]), (o["gradBias"][0], o["gradBias"][-1]),
                  ws_address, ws_size, cancel)
+        apply_reducesum_gradbias(plan, o["self"], (o["gradBias"][0], o["gradBias"][-1]))   # gradBias's order
 
     def numpy_outputs(self, plan, arrays):
         _, x, w, b = arrays
@@ -123,6 +126,9 @@ class ConvTbcBackward(_twophase.Operator):
     def run_arrays(self, plan, arrays, outputs, ws):
         dy, x, w, _ = arrays          # bias: only its dtype and shape matter
         run_plan_arrays(plan, dy, x, w, *outputs, ws)
+        gb = outputs[2]
+        apply_reducesum_gradbias(plan, (dy.__array_interface__["data"][0], *dy.strides, plan.dtypes[0]),
+                                 (gb.__array_interface__["data"][0], plan.dtypes[5]))   # gradBias's order
 
 
 def _allowed_dtypes(name, profile):

@@ -29,11 +29,13 @@ def test_flushed_elements_are_counted_and_left_out_of_ulps():
     assert m["frac_overflow"] == 0.0
 
 
-def test_a_fully_underflowed_tensor_has_no_ulp_statistics():
+def test_a_fully_underflowed_tensor_has_no_error_statistics():
     ref = np.full(100, 2.0 ** -11)              # every value flushes in E4M3FN
     m = study.error_metrics(np.zeros(100), ref, "float8_e4m3fn")
     assert m["n_ulp"] == 0 and m["ulp_median"] is None and m["ulp_p99"] is None
-    assert m["frac_underflow"] == 1.0 and m["rel_median"] == 1.0 and m["rel_fro"] == 1.0
+    # no metric is a number for an all-flushed population (|0 - r| would read as a tiny error); unf% says why
+    assert m["frac_underflow"] == 1.0 and m["rel_median"] is None and m["rel_fro"] is None
+    assert m["max_abs"] is None and m["max_rel"] is None
 
 
 def test_subnormal_share_against_the_smallest_normal():
@@ -89,20 +91,22 @@ def _exact_gw(shape, scale, seed=0):
 def test_amax_recovers_an_underflowing_gradient(fmt, fmax):
     shape, data_scale = "16,4,8,8,3,1", 1e-3
     grid = {"cube_math_types": ["KEEP_DTYPE"], "grad_weight_dtypes": [fmt]}
-    plain, scaled = study.run_study(shape, grid, scales=[data_scale, "amax"], grads=["gw"]).rows
+    plain, scaled = study.run_study(shape, grid, scales=[data_scale, "amax"], grads=["gw"],
+                                    scale_operands="all").rows
     if fmt == "float8_e4m3fn":
         assert plain["frac_underflow"] > 0.9          # unscaled: |gw| ~ 1e-5 << 2^-10
     s = scaled["dy_scale"]
     assert math.frexp(s)[0] == 0.5                    # a power of two
-    # amax lands in (FRAC/2, FRAC] of the format's max, FRAC = 0.5; the data are the unscaled ones (amax
-    # problems carry the data at scale 1)
+    # amax lands in (FRAC/2, FRAC] of the format's max, FRAC the format's default (0.5; HiFloat8: 2^-11); the
+    # data are the unscaled ones (amax problems carry the data at scale 1)
+    frac = 2.0 ** -11 if fmt == "hifloat8" else 0.5
     amax = np.abs(_exact_gw(shape, 1.0)).max()
-    assert 0.25 * fmax < amax * s <= 0.5 * fmax
+    assert frac / 2 * fmax < amax * s <= frac * fmax
     assert scaled["frac_underflow"] == 0 and scaled["frac_overflow"] == 0 and scaled["n_nan"] == 0
     assert scaled["ulp_max"] <= 0.5 and scaled["n_ulp"] == scaled["n"]
     if fmt == "float8_e4m3fn" and scaled["frac_subnormal"] == 0:
         assert scaled["max_rel"] <= 2.0 ** -4      # 3 mantissa bits: half a ULP is at most 2^-4 of a normal value
-    assert scaled["scale"] == "amax:0.5"
+    assert scaled["scale"] == "amax"
 
 
 def test_amax_fraction_is_parsed_and_checked(capsys):
@@ -205,3 +209,43 @@ def test_growth_repeats_and_bad_repeat(tmp_path):
              weight=np.ones((3, 2, 3)), pad=1)
     with pytest.raises(ValueError, match="repeats draw new random data"):
         study.run_study(data=str(tmp_path / "a.npz"), repeat=2)
+
+
+def test_best_picks_the_smallest_error_of_the_scanned_powers_of_two():
+    """'best' = the power of two of grad_output with the smallest gradWeight rel Frob among 2^(e1 - k), k = 0..24,
+    e1 the amax rule's exponent at FRAC 1: the same scales as amax:2^-k, which are measured here one by one."""
+    grid = {"cube_math_types": ["KEEP_DTYPE"], "grad_weight_dtypes": ["hifloat8"]}
+    fr = [f"amax:{2.0 ** -k:g}" for k in range(25)]
+    rows = study.run_study("8,2,8,8,3,1", grid, scales=["best"] + fr, grads=["gw"]).rows
+    best, scan = rows[0], rows[1:]
+    assert [r["dy_scale"] for r in scan] == [scan[0]["dy_scale"] * 2.0 ** -k for k in range(25)]
+    want = min(scan, key=lambda r: (r["rel_fro"], -r["dy_scale"]))
+    assert best["scale"] == "best" and best["dy_scale"] == want["dy_scale"] and best["rel_fro"] == want["rel_fro"]
+
+
+def test_amax_default_fraction_is_per_format():
+    from pyconvtbc.study.choices import amax_fraction
+    assert amax_fraction("hifloat8") == 2.0 ** -11 and amax_fraction("float8_e4m3fn") == 0.5
+    # an explicit FRAC still wins: amax:0.5 on HiFloat8 puts the largest value at the top of the format
+    grid = {"cube_math_types": ["KEEP_DTYPE"], "grad_weight_dtypes": ["hifloat8"]}
+    a, b = study.run_study("16,4,8,8,3,1", grid, scales=["amax", "amax:0.5"], grads=["gw"]).rows
+    assert b["dy_scale"] == a["dy_scale"] * 2.0 ** 10 and a["rel_fro"] < b["rel_fro"]
+
+
+def test_a_number_scales_grad_output_only_by_default():
+    from pyconvtbc.study.data import _problems
+    shape = "8,2,4,4,3,1"
+    d = study.make_data(shape)
+    (p_dy,) = _problems(shape, None, "normal", [4.0], 0)
+    (p_all,) = _problems(shape, None, "normal", [4.0], 0, scale_operands="all")
+    np.testing.assert_array_equal(p_dy.source["grad_output"], 4.0 * d["grad_output"])
+    for k in ("input", "weight"):
+        np.testing.assert_array_equal(p_dy.source[k], d[k])                    # left alone by default
+        np.testing.assert_array_equal(p_all.source[k], 4.0 * d[k])             # scaled with 'all'
+    grid = {"cube_math_types": ["KEEP_DTYPE"]}
+    res = study.run_study(shape, grid, scales=[4.0], grads=["gw"])
+    assert "scale multiplies: grad_output" in res.table().splitlines()[1]
+    with pytest.raises(ValueError, match="scale_operands"):
+        study.run_study(shape, grid, scales=[4.0], grads=["output"])         # the forward never reads it
+    with pytest.raises(ValueError, match="scale_operands"):
+        study.run_study(shape, grid, scales=[4.0], grads=["gw"], scale_operands="some")

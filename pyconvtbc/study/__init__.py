@@ -24,8 +24,11 @@ width and the operator runs in FP32.
 Data: seeded random problems (``shapes``, ``distribution``, ``scales``; ``repeat`` seeds give means with 95 %
 intervals), or real operands (``data``: an .npz file, a directory of .npy files, a .pt file, or the records of
 ``capture(model)``, which records every ConvTBC backward of ``pyconvtbc.torch`` run inside it).  A scale is a
-number (it multiplies all the data) or ``"amax[:FRAC]"`` (per mode, grad_output times the power of two that puts
-the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of its output format's largest finite value).
+number (it multiplies grad_output, or every operand with ``scale_operands="all"``), ``"amax[:FRAC]"`` (per mode,
+grad_output times the power of two that puts the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of its
+output format's largest finite value; FRAC by default per format, ``study.choices.amax_fraction``: 2^-11 for
+HiFloat8, 0.5 otherwise) or ``"best"`` (per mode, the power of two of grad_output with the smallest gradWeight
+rel Frob).
 
 Metrics (``error_metrics``), per gradient, of the computed result c against the float64 reference r:
 

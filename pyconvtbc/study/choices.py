@@ -13,9 +13,14 @@ from ..profiles import COMPUTE_NAMES, PROFILES
 _OPERAND_TYPES = _reg.types_with_role(_reg.OPERAND)
 _GW_ONLY_TYPES = _reg.types_with_role(_reg.GRAD_WEIGHT)
 INPUT_DTYPES = {t.name: t.storage for t in _OPERAND_TYPES}
+# 8-bit operands the forward takes on chips that have them (ascend950: HiFloat8), as uint8 codes: an input dtype
+# of the forward only (--grads output), never among 'all'
+FORWARD_ONLY_INPUTS = {t.name: t.storage for t in _reg.types_with_role(_reg.EIGHT_BIT_OPERAND)
+                       if t.name not in INPUT_DTYPES}
 _FORMAT_ALIASES = {t.aliases[0]: t.name for t in _OPERAND_TYPES + _GW_ONLY_TYPES}   # the short names
-_INPUT_ALIASES = {a: t.name for t in _OPERAND_TYPES for a in t.aliases}
-_ACL_CODE = {t.name: t.code for t in _OPERAND_TYPES}
+_INPUT_ALIASES = {a: t.name for t in _OPERAND_TYPES + _reg.types_with_role(_reg.EIGHT_BIT_OPERAND)
+                  for a in t.aliases}
+_ACL_CODE = {t.name: t.code for t in _OPERAND_TYPES + _reg.types_with_role(_reg.EIGHT_BIT_OPERAND)}
 
 CUBE_MATH_TYPES = {"KEEP_DTYPE": 0, "ALLOW_FP32_DOWN_PRECISION": 1, "USE_FP16": 2, "USE_HF32": 3}
 _CUBE_BY_VALUE = {v: k for k, v in CUBE_MATH_TYPES.items()}
@@ -120,16 +125,31 @@ def _norm_bool(argname, v):
 
 
 _AMAX_DEFAULT = 0.5
+# 'amax' without FRAC: the fraction of the output format's largest finite value that gradWeight's largest exact
+# magnitude is scaled to, per format, chosen from measured error (docs/studies.md, section 3: the median
+# relative Frobenius error of HiFloat8 gradWeights of a trained fconv-style LM is 0.104 at FRAC 0.5 and 0.0265
+# at 2^-11, where the values sit in HiFloat8's widest-mantissa range; E4M3FN's is flat from 1 down to 2^-8)
+AMAX_FORMAT_DEFAULT = {"hifloat8": 2.0 ** -11}
+
+
+def amax_fraction(fmt):
+    """The default FRAC of 'amax' for gradWeight's output format ``fmt``."""
+    return AMAX_FORMAT_DEFAULT.get(fmt, _AMAX_DEFAULT)
 
 
 def _norm_scale_rule(argname, v):
-    """A --scale entry: a positive number (multiplies all the data), or 'amax[:FRAC]' (per-cell power-of-two
-    scaling of grad_output so that gradWeight's largest exact magnitude lands in (FRAC/2, FRAC] of its output
-    format's largest finite value) -> float, or the string 'amax:FRAC'."""
+    """A --scale entry: a positive number, 'amax[:FRAC]' (per-cell power-of-two scaling of grad_output so that
+    gradWeight's largest exact magnitude lands in (FRAC/2, FRAC] of its output format's largest finite value;
+    'amax' alone: the format's default FRAC, ``amax_fraction``) or 'best' (per cell, the power of two of
+    grad_output with the smallest gradWeight rel Frob) -> float, 'amax', 'amax:FRAC' or 'best'."""
+    if isinstance(v, str) and v.strip().lower() == "best":
+        return "best"
     if isinstance(v, str) and v.strip().lower().startswith("amax"):
         _, _, frac = v.strip().partition(":")
+        if not frac and v.strip().lower() == "amax":
+            return "amax"
         try:
-            f = float(frac) if frac else _AMAX_DEFAULT
+            f = float(frac) if frac else float("nan")
         except ValueError:
             f = float("nan")
         if not (math.isfinite(f) and 0 < f <= 1):
@@ -228,7 +248,8 @@ def _norm_block_size(argname, v):
 
 # Every axis of the grid: how one value of it is normalised, and the values that "all" stands for.
 _AXES = {
-    "input_dtypes": (lambda a, v: _normalise(a, v, tuple(INPUT_DTYPES), _INPUT_ALIASES, what="input dtype"),
+    "input_dtypes": (lambda a, v: _normalise(a, v, tuple(INPUT_DTYPES) + tuple(FORWARD_ONLY_INPUTS),
+                                             _INPUT_ALIASES, what="input dtype"),
                      tuple(INPUT_DTYPES)),
     "cube_math_types": (_norm_cube, tuple(CUBE_MATH_TYPES)),
     "socs": (lambda a, v: _normalise(a, v, SOCS, what="SoC profile"), SOCS),

@@ -70,16 +70,24 @@ def _parser():
                    help="generated data: normal | uniform | lognormal[:SIGMA] (random-sign lognormal); default "
                         "normal")
     d.add_argument("--scale", default="1", metavar="S[,S...]",
-                   help="each entry: a number (multiplies all the data) or amax[:FRAC] (per mode, grad_output times "
-                        "the power of two that puts the exact gradWeight's largest magnitude in (FRAC/2, FRAC] of "
-                        "its output format's largest finite value, FRAC 0.5, lowered where grad_output itself would "
-                        "pass FRAC of the input dtype's or the compute precision's range); default 1")
+                   help="each entry: a number (multiplies grad_output; every operand with --scale-operands all), "
+                        "amax[:FRAC] (per mode, grad_output times the power of two that puts the exact "
+                        "gradWeight's largest magnitude in (FRAC/2, FRAC] of its output format's largest finite "
+                        "value; FRAC by default 2^-11 for hifloat8, 0.5 for the others; lowered where grad_output "
+                        "itself would pass FRAC of the input dtype's or the compute precision's range) or best (per "
+                        "mode, the power of two of grad_output with the smallest gradWeight rel Frob, of 25 octaves "
+                        "from amax:1 down); default 1")
+    d.add_argument("--scale-operands", default="grad_output", choices=("grad_output", "all"),
+                   help="what a numeric --scale multiplies: grad_output (default: a loss scale, as it reaches the "
+                        "backward) or all (every operand: input, weight and bias too)")
     d.add_argument("--seed", type=int, default=None,
                    help="seed of the generated data (and of spread's model orders); default 0")
     d.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="modes, growth: run seeds seed..seed+N-1 and report means with 95%% intervals (default 1)")
     g = common.add_argument_group("grid (comma-separated lists, or 'all')")
-    g.add_argument("--input-dtype", default="float32", metavar="LIST", help=",".join(INPUT_DTYPES))
+    g.add_argument("--input-dtype", default="float32", metavar="LIST",
+                   help=",".join(INPUT_DTYPES) + " (all: these); hifloat8: the forward's HiFloat8 operands "
+                        "(ascend950, with --grads output)")
     g.add_argument("--cube", default="all", metavar="LIST",
                    help="cubeMathType: KEEP_DTYPE,ALLOW_FP32_DOWN_PRECISION,USE_FP16,USE_HF32 (or 0-3); default all")
     g.add_argument("--soc", default="ascend910b", metavar="LIST", help="ascend910b,ascend950,ascend910")
@@ -184,6 +192,10 @@ def _train_parser():
     p.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping (default 1.0)")
     p.add_argument("--soc", default=None, help="the emulated chip (default: $PYCONVTBC_SOC_VERSION, else ascend910b)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data and the initial weights (default 0)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="train on N seeds (--seed .. --seed+N-1) and print each mode's final loss and its deviation "
+                        "from torch as a mean with a 95%% interval, rows as they finish (default 1: one run, the "
+                        "loss-curve table); --out then writes <prefix>.json")
     p.add_argument("--threads", type=int, default=1, help="the emulated kernels' threads (default 1)")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch's intra-op threads during the run (default 1; restored afterwards)")
@@ -196,6 +208,38 @@ def _train_parser():
                         "when stderr is a terminal, nothing otherwise)")
     p.add_argument("--no-progress", dest="progress", action="store_const", const=False, help="never show progress")
     return p
+
+
+def _train_seeds_cli(a, modes, torch):
+    """``study train --seeds N``: the header first, then each mode's row as it finishes (stdout, flushed)."""
+    from .train_seeds import header_lines, row_line, train_seeds
+    if not 2 <= a.seeds <= 1000:
+        raise ValueError(f"--seeds: {a.seeds}; expected an integer 1..1000")
+    if a.markdown:
+        raise ValueError("--markdown: --seeds prints its rows as they finish, as text; expected no --markdown")
+    if a.out is not None:
+        prefix = a.prefix or default_prefix("train")
+        _check_out(a.out, prefix, (".json",), [])
+    kw = dict(steps=a.steps, batch=a.batch, length=a.length, vocab=a.vocab, dim=a.dim, kernel=a.kernel,
+              layers=a.layers, noise=a.noise, lr=a.lr, clip=a.clip, soc=a.soc, num_threads=a.threads)
+    train_modes_check = dict(kw, seeds=list(range(a.seed, a.seed + a.seeds)))
+    keep = torch.get_num_threads()
+    torch.set_num_threads(a.torch_threads)
+    try:
+        from .train import train_modes
+        train_modes(modes[:1], **dict(kw, steps=1))          # every argument checked before the header
+        print("\n".join(header_lines(train_modes_check)), flush=True)
+        res = train_seeds(modes, seeds=a.seeds, seed=a.seed, on_row=lambda r: print(row_line(r), flush=True), **kw)
+    finally:
+        torch.set_num_threads(keep)
+    if a.out is not None:
+        import json
+        path = os.path.join(a.out, f"{a.prefix or default_prefix('train')}.json")
+        os.makedirs(a.out, exist_ok=True)
+        with open(path, "w") as fh:
+            json.dump({"meta": res.meta, "rows": res.rows}, fh, indent=1)
+        print(f"\nwrote 1 file to {a.out}: {os.path.relpath(path, a.out)}")
+    return 0
 
 
 def _train_cli(argv):
@@ -218,6 +262,8 @@ def _train_cli(argv):
             prefix = a.prefix or default_prefix("train")
             _check_out(a.out, prefix, (".csv", ".json"), [] if a.no_plots else plot_names("train", ()))
         modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
+        if a.seeds != 1:
+            return _train_seeds_cli(a, modes, torch)
         keep = torch.get_num_threads()
         torch.set_num_threads(a.torch_threads)
         from .._console import Progress
@@ -366,7 +412,7 @@ _API_OPTIONS = {"source": "--order-source", "axis": "--axis", "values": "--value
                 "grads": "--grads", "pad": "--pad", "permutations": "--permutations", "num_threads": "--threads",
                 "repeat": "--repeat", "seed": "--seed", "shapes": "--shape", "scales": "--scale",
                 "distribution": "--dist", "reference": "--reference", "exponents": "--exponents",
-                "threshold": "--threshold"}
+                "threshold": "--threshold", "input_dtypes": "--input-dtype", "scale_operands": "--scale-operands"}
 
 
 def _cli_message(msg, a):
@@ -532,15 +578,19 @@ def _run(a):
     common = dict(grid=grid, distribution=dist, seed=seed, reference=a.reference, num_threads=a.threads,
                   progress=a.progress)
     files = dict(npz=a.npz, data=a.data, pad=a.pad)
+    if a.scale_operands != "grad_output" and (a.command == "window" or all(s == 1 for s in scales)):
+        raise ValueError("--scale-operands: it says what a numeric --scale multiplies; expected it with a --scale "
+                         "other than 1 (and not with window, which scales grad_output itself)")
     if a.command == "modes":
         return run_study(shapes, scales=scales, grads=grads or GRADS, repeat=a.repeat, deterministic=det, **files,
-                         **common)
+                         scale_operands=a.scale_operands, **common)
     if a.command == "spread":
         return reduction_order_spread(shapes, scales=scales, grads=grads or ("gradInput", "gradWeight"),
                                       permutations=a.permutations, deterministic=a.fixed_order,
-                                      source=a.order_source, **files, **common)
+                                      source=a.order_source, scale_operands=a.scale_operands, **files, **common)
     if a.command == "window":
         return scale_window(shapes, exponents=exponents, threshold=threshold, grads=grads or ("gradWeight",),
                             deterministic=det, **files, **common)
     return error_growth(shapes[0] if shapes else None, vals, a.axis, scale=scales[0], grads=grads or GRADS,
-                        metric=a.metric, repeat=a.repeat, deterministic=det, **common)
+                        metric=a.metric, repeat=a.repeat, deterministic=det, scale_operands=a.scale_operands,
+                        **common)

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import formats as _reg
 from .._hints import TORCH_INSTALL
-from .choices import (GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution, _norm_scale,
+from .choices import (FORWARD_ONLY_INPUTS, GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution,
+                      _norm_scale,
                       _norm_scale_rule, _uniq)
 from .reference import reference_forward, reference_gradients
 
@@ -336,24 +337,48 @@ def _load_pt(path, pad):
 class _Problem:
     shape: Shape
     distribution: str
-    scale: object                         # a float (multiplies all the data) or 'amax:FRAC'
+    scale: object                         # a float (multiplies grad_output, or all: scale_operands) or a rule
     seed: Optional[int]
     source: dict                          # float64 arrays
     _cache: dict = field(default_factory=dict)
 
     @property
     def amax(self):
-        """FRAC of an 'amax:FRAC' scale rule, else None."""
-        return float(self.scale.partition(":")[2]) if isinstance(self.scale, str) else None
+        """FRAC of an 'amax:FRAC' scale rule, 'format' for 'amax' (the output format's default FRAC), 'best'
+        for 'best', else None."""
+        if not isinstance(self.scale, str):
+            return None
+        if self.scale in ("amax", "best"):
+            return "format" if self.scale == "amax" else "best"
+        return float(self.scale.partition(":")[2])
+
+    def _replace_scale(self, scale):
+        """The same problem (data and caches shared) under another scale rule (a string rule: same data)."""
+        return _Problem(self.shape, self.distribution, scale, self.seed, self.source, self._cache)
 
     def inputs(self, dtype):
-        """Arrays in the input dtype (bias too) for the operator."""
+        """Arrays in the input dtype (bias too) for the operator; for a forward-only 8-bit input dtype
+        (HiFloat8), input and weight as its uint8 codes (rounded TA), grad_output and bias in float32."""
         key = ("in", dtype)
         if key not in self._cache:
-            npdt = INPUT_DTYPES[dtype]
-            with np.errstate(over="ignore"):
-                self._cache[key] = {k: v.astype(npdt) for k, v in self.source.items()}
+            if dtype in FORWARD_ONLY_INPUTS:
+                from ..codecs import hif8_encode
+                x = {k: v.astype(np.float32) for k, v in self.source.items()}
+                x["input"], x["weight"] = hif8_encode(self.source["input"]), hif8_encode(self.source["weight"])
+                self._cache[key] = x
+            else:
+                npdt = INPUT_DTYPES[dtype]
+                with np.errstate(over="ignore"):
+                    self._cache[key] = {k: v.astype(npdt) for k, v in self.source.items()}
         return self._cache[key]
+
+    def input_values(self, dtype):
+        """``inputs(dtype)`` as values (float64): HiFloat8 codes decoded."""
+        x = self.inputs(dtype)
+        if dtype not in FORWARD_ONLY_INPUTS:
+            return x
+        from ..codecs import hif8_decode
+        return {k: (hif8_decode(v).astype(np.float64) if v.dtype == np.uint8 else v) for k, v in x.items()}
 
     def scaled_inputs(self, dtype, dy_scale):
         """``inputs(dtype)`` with grad_output multiplied by ``dy_scale`` before the cast to the input dtype."""
@@ -401,7 +426,7 @@ class _Problem:
         weight and bias in the input dtype) or from the source data ('source'); grad_output plays no part."""
         key = ("fwd", dtype if which == "inputs" else None)
         if key not in self._cache:
-            src = self.inputs(dtype) if which == "inputs" else self.source
+            src = self.input_values(dtype) if which == "inputs" else self.source
             with np.errstate(invalid="ignore", over="ignore"):
                 self._cache[key] = reference_forward(src["input"], src["weight"], src["bias"], self.shape.pad)
         return self._cache[key]
@@ -412,8 +437,17 @@ class _Problem:
                 "distribution": self.distribution, "scale": self.scale, "seed": self.seed}
 
 
-def _scaled(arrays, sc):
-    return dict(arrays) if isinstance(sc, str) else {k: v * sc for k, v in arrays.items()}
+SCALE_OPERANDS = ("grad_output", "all")
+
+
+def _scaled(arrays, sc, operands="grad_output"):
+    """The arrays under a numeric scale ``sc``: grad_output alone multiplied (``operands`` 'grad_output', the
+    default: how a loss scale reaches the backward), or every array ('all'); a scale rule (a string): unchanged."""
+    if isinstance(sc, str):
+        return dict(arrays)
+    if operands == "all":
+        return {k: v * sc for k, v in arrays.items()}
+    return {**arrays, "grad_output": arrays["grad_output"] * sc}
 
 
 def _records(data, pad):
@@ -436,9 +470,12 @@ def _records(data, pad):
     return out
 
 
-def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None):
-    """The problems of a study: each shape (or the arrays of ``npz`` / ``data``) at each scale."""
+def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None, scale_operands="grad_output"):
+    """The problems of a study: each shape (or the arrays of ``npz`` / ``data``) at each scale (a number
+    multiplies grad_output, or every operand with ``scale_operands='all'``)."""
     scales = _uniq(_norm_scale_rule("scales", s) for s in _as_list("scales", scales))
+    if scale_operands not in SCALE_OPERANDS:
+        raise ValueError(f"scale_operands: {scale_operands!r}; expected one of {', '.join(SCALE_OPERANDS)}")
     if npz is not None or data is not None:
         if sum(v is not None for v in (shapes, npz, data)) > 1:
             raise ValueError("shapes, npz and data: more than one was given; expected one source of data (shapes "
@@ -448,7 +485,8 @@ def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None):
             recs = [(f"npz:{os.path.basename(str(npz))}", arrays, s)]
         else:
             recs = _records(data, pad)
-        return [_Problem(s, name, sc, None, _scaled(arrays, sc)) for name, arrays, s in recs for sc in scales]
+        return [_Problem(s, name, sc, None, _scaled(arrays, sc, scale_operands)) for name, arrays, s in recs
+                for sc in scales]
     if shapes is None:
         shapes = [DEFAULT_SHAPE]
     elif isinstance(shapes, (Shape, str, dict)) or (
@@ -462,5 +500,5 @@ def _problems(shapes, npz, distribution, scales, seed, pad=None, data=None):
         for sd in (seed if isinstance(seed, (list, tuple)) else [seed]):
             base = make_data(s, distribution, 1.0, sd)
             for sc in scales:
-                out.append(_Problem(s, distribution, sc, sd, _scaled(base, sc)))
+                out.append(_Problem(s, distribution, sc, sd, _scaled(base, sc, scale_operands)))
     return out

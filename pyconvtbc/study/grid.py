@@ -7,7 +7,8 @@ from typing import Optional
 
 from .. import formats as _reg
 from ..profiles import COMPUTE_HF32, COMPUTE_NAMES, PROFILES, compute_precision
-from .choices import _ACL_CODE, CHIP_HF32_BITS, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, _as_list, _uniq
+from .choices import (_ACL_CODE, CHIP_HF32_BITS, _AXES, _EIGHT_BIT, CUBE_MATH_TYPES, FORWARD_ONLY_INPUTS, _as_list,
+                      _uniq)
 
 # the output formats whose encoder takes the HiFloat8 rounding option (registry: encode_keywords)
 _HIF8_ROUNDED = tuple(t.name for t in _reg.types_with_role(_reg.GRAD_WEIGHT) if "rounding" in t.encode_keywords)
@@ -48,6 +49,8 @@ class Cell:
         kw = self.kwargs(True, num_threads)
         for k in ("grad_weight_dtype", "deterministic"):
             kw.pop(k)
+        if self.input_dtype in FORWARD_ONLY_INPUTS:       # HiFloat8 operands: uint8 codes (ascend950)
+            kw["hif8_inputs"] = True
         return kw
 
     @property
@@ -89,10 +92,14 @@ class Grid:
                 self.input_dtypes, self.socs, self.cube_math_types, self.grad_weight_dtypes, self.hf32_roundings,
                 self.hf32_mantissa_bits, self.hif8_roundings, self.saturate, self.accumulations, self.block_sizes):
             profile = PROFILES[soc]
-            c = compute_precision(profile, _ACL_CODE[dt], CUBE_MATH_TYPES[cube])
+            if dt in FORWARD_ONLY_INPUTS:   # 8-bit operands: used as they are under every cubeMathType
+                c, name = None, "HIF8" if profile.eight_bit_operands else "n/a"
+            else:
+                c = compute_precision(profile, _ACL_CODE[dt], CUBE_MATH_TYPES[cube])
+                name = COMPUTE_NAMES[c] if c is not None else "n/a"
             hf32 = c == COMPUTE_HF32
             gw_eff = dt if gw == "same" else gw
-            out.append(Cell(dt, cube, soc, gw_eff, COMPUTE_NAMES[c] if c is not None else "n/a",
+            out.append(Cell(dt, cube, soc, gw_eff, name,
                             hr if hf32 else None, (hb or profile.hf32_mantissa_bits) if hf32 else None,
                             h8 if gw_eff in _HIF8_ROUNDED else None, sat if gw_eff in _EIGHT_BIT else None,
                             acc, bs if acc != "sequential" else None))

@@ -18,7 +18,7 @@ _GROWTH_METRICS = ("rel_fro", "max_rel", "max_abs", "ulp_median", "ulp_p99", "ul
 
 def error_growth(base_shape=None, values=(16, 64, 256, 1024), axis="T", grid=None, *, distribution="normal",
                  scale=1.0, seed=0, repeat=1, grads=GRADS, reference="inputs", metric="rel_fro", deterministic=True,
-                 num_threads=None, progress=False):
+                 num_threads=None, progress=False, scale_operands="grad_output"):
     """Each mode's error as one size grows: ``axis`` of ``base_shape`` takes each of ``values``.
 
     Sweeping T grows gradWeight's and gradBias's reduction length B*T_out; sweeping Cout (or K) grows
@@ -42,14 +42,14 @@ def error_growth(base_shape=None, values=(16, 64, 256, 1024), axis="T", grid=Non
     grads, reference, deterministic = _check_common(grads, reference, deterministic, num_threads)
     cells = grid.cells()
     seeds = _seeds(seed, repeat, False)
-    problems = _problems(shapes, None, distribution, [scale], seeds)
+    problems = _problems(shapes, None, distribution, [scale], seeds, scale_operands=scale_operands)
     rows, samples = _sweep("growth", problems, cells, grads, reference, deterministic, num_threads, progress)
     if len(seeds) > 1:
         rows, samples = aggregate(rows, samples)
     slopes = [{"cell": asdict(c), "grad": g, "slope": _slope(rows, asdict(c), g, metric)}
               for c in cells for g in grads]
     meta = _meta("growth", grid, problems, grads, reference, deterministic, axis=axis, values=vals, metric=metric,
-                 base_shape=base.label, slopes=slopes, repeats=len(seeds))
+                 base_shape=base.label, slopes=slopes, repeats=len(seeds), scale_operands=scale_operands)
     return StudyResult("growth", rows, meta, samples)
 
 

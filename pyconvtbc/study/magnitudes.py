@@ -16,7 +16,7 @@ from .metrics import _OVERFLOW, format_limits
 OPERANDS = ("grad_output", "input", "weight")
 _COMPUTE_FORMAT = {"FP32": "float32", "HF32": "float32", "FP16": "float16", "BF16": "bfloat16"}
 MAGNITUDE_KEYS = ("n", "n_zero", "min_nonzero", "median", "max", "frac_flushed", "frac_subnormal", "frac_normal",
-                  "frac_overflow")
+                  "frac_overflow", "frac_below_normal")
 
 
 def magnitude_profile(values, fmt):
@@ -37,7 +37,8 @@ def magnitude_profile(values, fmt):
     n = nz.size
     out.update(min_nonzero=float(nz.min()), median=float(np.median(nz)), max=float(nz.max()),
                frac_flushed=float(flushed.sum()) / n, frac_subnormal=float(sub.sum()) / n,
-               frac_overflow=float(over.sum()) / n, frac_normal=float((~flushed & ~sub & ~over).sum()) / n)
+               frac_overflow=float(over.sum()) / n, frac_normal=float((~flushed & ~sub & ~over).sum()) / n,
+               frac_below_normal=float((nz < lim["smallest_normal"]).sum()) / n)
     return out
 
 
@@ -47,7 +48,7 @@ def magnitude_rows(problems, cells, grads, reference):
     rows, values = [], []
     for p in problems:
         for dt in dict.fromkeys(c.input_dtype for c in cells):
-            x = p.inputs(dt)
+            x = p.input_values(dt)
             ref = p.reference(dt, reference)
             mine = [c for c in cells if c.input_dtype == dt]
             tensors = [(t, x[t], sorted({_COMPUTE_FORMAT[c.compute] for c in mine if c.compute in _COMPUTE_FORMAT}

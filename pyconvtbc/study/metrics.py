@@ -78,6 +78,9 @@ def error_metrics(computed, reference, fmt, *, return_ulps=False):
       flushed to zero by operand rounding or the output cast); None when the denominator is 0;
     * counts ``n_overflow``, ``n_underflow`` (the two fractions' numerators), ``n_nan``, ``n_inf``.
 
+    No error metric is a number for an empty population: with no finite (c, r) pair, or with every non-zero
+    exact value flushed to zero, ``max_abs`` .. ``ulp_max`` are None (the counts and shares say why).
+
     With ``return_ulps`` returns (dict, per-element ULP errors of the ``n_ulp`` elements).
     """
     fmt = _fmt_name(fmt)
@@ -123,16 +126,29 @@ def error_metrics(computed, reference, fmt, *, return_ulps=False):
         if rep.any():
             ulps = np.asarray(ulp_distance(fmt, cm[rep], rm[rep]), dtype=np.float64)
             out.update(_ulp_summary(ulps, "ulp"))
+    if n_nonzero and out["n_underflow"] == n_nonzero:
+        # every non-zero exact value flushed: no error metric stands for the tensor (|0 - r| would look
+        # tiny); the row's unf% (100 %) says why
+        out.update(dict.fromkeys(_EMPTY_WHEN_FLUSHED))
+        out["n_ulp"] = 0
+        ulps = np.zeros(0)
     return (out, ulps) if return_ulps else out
+
+
+# The error metrics left None (shown '-') when their population is empty: no finite (c, r) pair, or every
+# non-zero exact value flushed to zero.  The row's unf%, NaN and Inf columns give the share left out.
+_EMPTY_WHEN_FLUSHED = ("max_abs", "max_rel", "rel_median", "rel_fro", "ulp_median", "ulp_p99", "ulp_max")
 
 
 def _spread_stats(runs, fmt):
     """Per element, the distance in steps of ``fmt`` between the largest and smallest of ``runs``: its median,
-    p99, max and the fraction of elements where it is not 0 (None each when no distance is finite)."""
+    p99, max and the fraction of elements where it is not 0, over the elements some run leaves finite and
+    non-zero (None each when there are none: a tensor flushed to zero, or all NaN / Inf, has no spread to show)."""
     with np.errstate(invalid="ignore"):
         hi, lo = runs.max(axis=0).reshape(-1), runs.min(axis=0).reshape(-1)
         d = np.asarray(ulp_distance(fmt, hi, lo), dtype=np.float64)
-    d = d[np.isfinite(d)]
+        live = (np.isfinite(runs) & (runs != 0)).reshape(runs.shape[0], -1).any(axis=0)
+    d = d[np.isfinite(d) & live]
     if not d.size:
         return dict.fromkeys(_SPREAD_KEYS)
     return {**_ulp_summary(d, "spread"), "frac_varying": float((d > 0).mean())}

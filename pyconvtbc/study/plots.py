@@ -99,6 +99,16 @@ def _result_sig(row, keys):
     return tuple(row.get(k) for k in keys)
 
 
+def _no_bar_text(r):
+    """What a modes panel writes where a row has no bar: '0 (exact)', or '-' with the share the error leaves out."""
+    if r["rel_fro"] == 0:
+        return "0 (exact)"
+    parts = [f"{k} {100 * r[f]:.0f}%" for k, f in (("unf", "frac_underflow"), ("ovf", "frac_overflow"))
+             if r.get(f)]
+    parts += [f"{k} {r[c]}" for k, c in (("NaN", "n_nan"), ("Inf", "n_inf")) if r.get(c)]
+    return "- (" + ", ".join(parts) + ")" if parts else "-"
+
+
 def _mode_figures(Figure, result, varying, grads):
     """(name, figure): the error of each mode as bars (modes: relative Frobenius error; spread: error and spread
     p99 in ULPs, one panel per output format), then (modes) the ULP histograms."""
@@ -123,9 +133,12 @@ def _mode_figures(Figure, result, varying, grads):
                                a["out_format"] == b["out_format"])
         groups_by_panel.append(grps)
         heights.append(sum(1 + 0.6 * (len(grp) - 1) for grp in grps))
-    fig = Figure(figsize=(7.5 * len(panels), 0.32 * max(6, max(heights)) + 1.4))
+    # at most two panels a row: a strip of three or more side by side is unreadable once scaled to a page
+    ncols = min(2, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = Figure(figsize=(7.5 * ncols, (0.32 * max(6, max(heights)) + 1.4) * nrows))
     for pi, ((g, f, rs), grps) in enumerate(zip(panels, groups_by_panel)):
-        ax = fig.add_subplot(1, len(panels), pi + 1)
+        ax = fig.add_subplot(nrows, ncols, pi + 1)
         y, labels, pos = [], [], 0.0
         for grp in grps:
             y.append(pos + 0.3 * (len(grp) - 1))
@@ -140,7 +153,11 @@ def _mode_figures(Figure, result, varying, grads):
                         fontsize=7, style="italic")
                 continue
             if result.kind == "modes":
-                ax.barh(yi, max(r["rel_fro"] or 0.0, 1e-17), 0.7, color="0.55", edgecolor="black")
+                if not r["rel_fro"]:          # a bar of 0 (or of no error at all) would sit off the log axis
+                    ax.text(0.02, yi, _no_bar_text(r), transform=ax.get_yaxis_transform(), va="center",
+                            fontsize=7)
+                    continue
+                ax.barh(yi, r["rel_fro"], 0.7, color="0.55", edgecolor="black")
             else:
                 ax.barh(yi - 0.18, max(r["ulp_p99"] or 0, 1e-3), 0.36, color="0.35", edgecolor="black",
                         label="error p99" if yi == y[0] or "error p99" not in
@@ -149,8 +166,12 @@ def _mode_figures(Figure, result, varying, grads):
                         hatch="////", label="spread p99")
         ax.set_xscale("log")
         floor = 1e-17 if result.kind == "modes" else 1e-3
-        if vals:
-            ax.set_xlim(max(min(vals) / 4, floor / 2), max(vals) * 4)
+        zero_bar = result.kind != "modes" and any(
+            not r["status"] and not (r.get("ulp_p99") and r.get("spread_p99")) for r in rs)
+        if vals:   # a spread panel draws 0 at 1e-3: keep that on the axis when a bar is 0
+            ax.set_xlim(floor / 2 if zero_bar else max(min(vals) / 4, floor / 2), max(max(vals) * 4, floor * 4))
+        elif zero_bar:
+            ax.set_xlim(floor / 2, floor * 100)
         ax.set_yticks(y)
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_ylim(pos - 0.5, -0.6)
@@ -343,14 +364,16 @@ def _magnitude_figure(Figure, result, max_panels=12):
         xl = ax.get_xlim()
         xl = (min([xl[0]] + [v - 1 for v in shown]), max([xl[1]] + [v + 1 for v in shown]))
         ytop = ax.get_ylim()[1]
+        level = 0     # each limit's label one step lower than the last: labels of nearby limits never overlap
         for fno, f in enumerate(fmts):
             lim = format_limits(f)
             for k, v in lim.items():
                 lv = math.log2(v)
                 if xl[0] <= lv <= xl[1]:
                     ax.axvline(lv, linestyle=_LIMIT_STYLES[k], color="black" if fno == 0 else "0.45", lw=1.1)
-                    ax.text(lv, ytop * (0.95 - 0.22 * fno), f" {_LIMIT_NAMES[k]}\n {f}", fontsize=5.5,
+                    ax.text(lv, ytop * (0.97 - 0.105 * level), f" {_LIMIT_NAMES[k]}\n {f}", fontsize=5.5,
                             va="top", ha="left" if k != "overflow_threshold" else "right")
+                    level += 1
         ax.set_xlim(*xl)
         data, scale, shape, dt, name = key
         ax.set_title(f"{name} ({data}, scale {scale}, {dt})", fontsize=8)

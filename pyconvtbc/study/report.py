@@ -68,6 +68,32 @@ def default_prefix(kind):
     return "study" if kind == "modes" else kind
 
 
+def _merge_identical(cells, raw, columns):
+    """Rows that differ in one mode column only and have identical results (``raw``: each row's metric values)
+    are printed once, that column listing every value they stand for ('(all)' when that is every value the
+    column takes in the table).  Columns are merged one after another, in order."""
+    rows = list(zip(cells, raw))
+    for col in columns:
+        every = {c[col] for c, _ in rows}
+        groups, order = {}, []
+        for c, r in rows:
+            key = (tuple(v for j, v in enumerate(c) if j != col), r)
+            if key not in groups:
+                groups[key] = []
+                order.append(key)
+            groups[key].append((c, r))
+        merged = []
+        for key in order:
+            members = groups[key]
+            c = list(members[0][0])
+            if len(members) > 1:
+                vals = list(dict.fromkeys(m[0][col] for m in members))
+                c[col] = "(all)" if set(vals) == every and len(vals) > 2 else ",".join(vals)
+            merged.append((c, members[0][1]))
+        rows = merged
+    return [c for c, _ in rows]
+
+
 @dataclass
 class StudyResult:
     """Rows (one dict per cell x gradient) of a study, with writers for every output."""
@@ -140,6 +166,14 @@ class StudyResult:
             if k == "shape" and self.kind == "growth":
                 continue
             lines.append(f"{_HEAD.get(k, k)}: {_fmt_value(k, v)}")
+        numeric = [p.get("scale") for p in self.meta.get("problems", []) if not isinstance(p.get("scale"), str)]
+        if any(s != 1 for s in numeric if s is not None) and self.meta.get("scale_operands"):
+            lines.append("scale multiplies: " + ("every operand" if self.meta["scale_operands"] == "all"
+                                                 else "grad_output"))
+        if self.kind != "spread" and "deterministic" in self.meta and self.meta["deterministic"] is None:
+            # --non-deterministic: the seed fixes the data, not the order
+            lines.append("order: the chip's default (ascend910b / ascend910: a fresh gradWeight order per call, "
+                         "results vary run to run; the seed fixes the data only)")
         return lines
 
     def _window_cells(self):
@@ -172,9 +206,10 @@ class StudyResult:
         if self.kind == "modes":
             metrics = list(_REPEAT_METRICS if repeated else _METRICS)
         else:
-            metrics = ["n_ulp", "ulp_median", "ulp_p99", "ulp_max", *_SPREAD_KEYS]
+            metrics = ["n_ulp", "ulp_median", "ulp_p99", "ulp_max", *_SPREAD_KEYS, "frac_underflow", "n_nan",
+                       "n_inf"]
         headers = [_HEAD[c] for c in cols + metrics]
-        cells = []
+        cells, raw = [], []
         fmt = (lambda m, r: _fmt_interval(m, r)) if repeated else (lambda m, r: _fmt_value(m, r.get(m)))
         for r in self.rows:
             ctx = [_fmt_value(c, r.get(c)) for c in cols]
@@ -182,7 +217,10 @@ class StudyResult:
                 cells.append(ctx + [f"n/a ({r['status']})"] + [""] * (len(metrics) - 1))
             else:
                 cells.append(ctx + [fmt(m, r) for m in metrics])
-        return headers, cells
+            raw.append(tuple(repr(r.get(k)) for k in r if k in metrics or k.endswith(("_lo", "_hi"))
+                             or k == "status"))
+        mergeable = [i for i, c in enumerate(cols) if c in _MODE_FIELDS]
+        return headers, _merge_identical(cells, raw, mergeable)
 
     def _growth_pivot(self, metric):
         axis = self.meta.get("axis", "T")
@@ -245,13 +283,16 @@ class StudyResult:
         if not mags:
             return ""
         ctx = [k for k in ("shape", "distribution", "scale", "input_dtype") if len(_uniq(m[k] for m in mags)) > 1]
+        # sub%: every non-zero value below the smallest normal, the flushed ones included (the error table's
+        # sub%); flushed%: the part of it that rounds to zero
         headers = [_HEAD[k] for k in ctx] + ["tensor", "format", "min |x|>0", "median |x|", "max |x|", "zero",
-                                             "flushed%", "sub%", "normal%", "ovf%"]
+                                             "sub%", "flushed%", "normal%", "ovf%"]
         cells = []
         for m in mags:
             num = ([_fmt_value("x", m[k]) for k in ("min_nonzero", "median", "max")] if m["max"] is not None
                    else ["-"] * 3)
-            fr = [_fmt_value(k, m[k]) for k in ("frac_flushed", "frac_subnormal", "frac_normal", "frac_overflow")]
+            fr = [_fmt_value(k, m.get(k)) for k in ("frac_below_normal", "frac_flushed", "frac_normal",
+                                                     "frac_overflow")]
             cells.append([_fmt_value(k, m[k]) for k in ctx] + [m["tensor"], m["format"], *num, str(m["n_zero"]),
                                                               *fr])
         return _render(headers, cells, markdown=markdown)

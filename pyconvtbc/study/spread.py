@@ -160,7 +160,8 @@ def _operator_runs(x, pad, cell, grad, fmt, permutations, deterministic, num_thr
 def reduction_order_spread(shapes=None, grid=None, *, permutations=20, deterministic=False, npz=None, data=None,
                            pad=None,
                            distribution="normal", scales=(1.0,), seed=0, grads=("gradInput", "gradWeight"),
-                           reference="inputs", num_threads=None, progress=False, source="model"):
+                           reference="inputs", num_threads=None, progress=False, source="model",
+                           scale_operands="grad_output"):
     """For each cell: the mode's error (from the operator) and the spread of ``permutations`` accumulation
     orders, both in ULPs of the output format.
 
@@ -177,7 +178,7 @@ def reduction_order_spread(shapes=None, grid=None, *, permutations=20, determini
     deterministic = _norm_bool("deterministic", deterministic)
     source = _normalise("source", source, ORDER_SOURCES, what="order source")
     order = "fixed" if deterministic else "random"
-    problems = _problems(shapes, npz, distribution, scales, seed, pad, data)
+    problems = _problems(shapes, npz, distribution, scales, seed, pad, data, scale_operands)
     for p in problems:                    # before any computing: the N results of each gradient must fit
         for g in grads:
             _check_runs_fit(permutations, p.shape, g)
@@ -205,5 +206,5 @@ def reduction_order_spread(shapes=None, grid=None, *, permutations=20, determini
     rows, samples = _sweep("spread", problems, grid.cells(), grads, reference, True, num_threads, progress,
                            add_spread)
     meta = _meta("spread", grid, problems, grads, reference, True, permutations=int(permutations), order=order,
-                 order_source=source)
+                 order_source=source, scale_operands=scale_operands)
     return StudyResult("spread", rows, meta, samples)

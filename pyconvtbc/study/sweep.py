@@ -12,7 +12,7 @@ from ..api import conv_tbc_backward
 from ..codecs import round_to_hf32
 from ..status import AclnnError
 from .choices import (CUBE_MATH_TYPES, FORWARD, GRADS, REFERENCES, _norm_bool, _norm_grads, _norm_threads,
-                      _normalise)
+                      FORWARD_ONLY_INPUTS, _normalise, amax_fraction)
 from .metrics import _METRIC_KEYS, error_metrics, format_limits
 from .progress import _Progress
 
@@ -31,6 +31,10 @@ def _amax_scale(problem, cell, reference):
     frac = problem.amax
     if frac is None:
         return 1.0
+    if frac == "best":
+        return _best_scale(problem, cell, reference)
+    if frac == "format":
+        frac = amax_fraction(cell.out_format("gradWeight"))
     ref = problem.reference(cell.input_dtype, reference)["gradWeight"]
     ref = np.abs(ref[np.isfinite(ref)])
     amax = float(ref.max()) if ref.size else 0.0
@@ -45,6 +49,31 @@ def _amax_scale(problem, cell, reference):
         for f in fmts:
             e = min(e, math.floor(math.log2(frac * format_limits(f)["largest_finite"] / dy_max)))
     return 2.0 ** e
+
+
+BEST_OCTAVES = 24    # 'best' tries 2^e for e = the amax rule's exponent at FRAC 1 down to 24 octaves below it
+
+
+def _best_scale(problem, cell, reference, deterministic=True):
+    """'best': the power of two 2^e of grad_output, from the amax rule's at FRAC 1 down ``BEST_OCTAVES`` octaves,
+    whose gradWeight has the smallest rel Frob (over 2^e with a rel Frob and no NaN / Inf; the largest e among
+    equals); 1 when gradWeight's exact values are all 0 or the operator rejects the cell."""
+    top = _amax_scale(problem._replace_scale("amax:1"), cell, reference)
+    best = None
+    for k in range(BEST_OCTAVES + 1):
+        sc = top * 2.0 ** -k
+        x = problem.scaled_inputs(cell.input_dtype, sc)
+        try:
+            gw = _run_cell(x, problem.shape.pad, cell, deterministic, None)[1]
+        except AclnnError:
+            return 1.0
+        m = error_metrics(gw, problem.reference(cell.input_dtype, reference, sc)["gradWeight"],
+                          cell.out_format("gradWeight"))
+        if m["rel_fro"] is None or m["n_nan"] or m["n_inf"]:
+            continue
+        if best is None or m["rel_fro"] < best[0]:
+            best = (m["rel_fro"], sc)
+    return 1.0 if best is None else best[1]
 
 
 def _run_cell(x, pad, cell, deterministic, num_threads, order_seed=None):
@@ -104,6 +133,8 @@ def _measure(problem, cell, grads, reference, deterministic, num_threads, rng, d
         row = dict(base)
         row.update(grad=g, out_format=cell.out_format(g), reduction_length=problem.shape.reduction_length(g),
                    status=status, message=message)
+        if g == FORWARD:          # the forward never reads grad_output: no scale of it applies to this row
+            row["dy_scale"] = 1.0
         if outs is None:
             row.update(dict.fromkeys(_METRIC_KEYS))
             samples.append(None)
@@ -130,6 +161,10 @@ def _sweep(label, problems, cells, grads, reference, deterministic, num_threads,
 
     ``extend(problem, cell, rows)``, when given, adds to each cell's rows before the bar moves on.
     """
+    eight = sorted({c.input_dtype for c in cells if c.input_dtype in FORWARD_ONLY_INPUTS})
+    if eight and any(g != FORWARD for g in grads):
+        raise ValueError(f"input_dtypes: {', '.join(eight)} operands exist for the forward only (ascend950's "
+                         "aclnnConvTbc); expected grads ['output'] (--grads output) with them")
     rows, samples = [], []
     rng = np.random.default_rng(0)
     bar = _Progress(len(problems) * len(cells), label, progress)
@@ -160,6 +195,20 @@ def _no_forward(grads, why):
     """ValueError when ``grads`` asks for the forward's output in a study that cannot measure it (``why``)."""
     if FORWARD in grads:
         raise ValueError(f"grads: {FORWARD!r}: {why}; expected gradInput, gradWeight or gradBias")
+
+
+def _check_amax_grads(grads, scales, scale_operands="grad_output"):
+    """ValueError when every measured result is the forward's output and a scale would change nothing: 'amax' /
+    'best' scale grad_output, which the forward does not read, and so does a number unless scale_operands is
+    'all'."""
+    if not grads or not all(g == FORWARD for g in grads):
+        return
+    if any(isinstance(s, str) for s in scales or ()):
+        raise ValueError("scales: amax and best scale grad_output, which the forward's output (grads 'output') "
+                         "does not read; expected numbers, or a gradient among grads")
+    if scale_operands != "all" and any(s != 1 for s in scales or ()):
+        raise ValueError("scales: a number scales grad_output alone by default, which the forward's output "
+                         "(grads 'output') does not read; expected scale_operands 'all' (--scale-operands all)")
 
 
 def _check_common(grads, reference, deterministic, num_threads=None):

@@ -12,12 +12,12 @@ _MODE_FIELDS = ("input_dtype", "cube_math_type", "soc", "grad_weight_dtype", "co
 _PROBLEM_FIELDS = ("shape", "distribution", "scale", "seed", "dy_scale")
 # The metric columns of a table of repeats (each as mean +- the half-width of its 95 % interval).
 _REPEAT_METRICS = ("rel_median", "rel_fro", "n_ulp", "ulp_median", "ulp_p99", "frac_overflow", "frac_subnormal",
-                   "frac_underflow")
+                   "frac_underflow", "n_nan", "n_inf")
 # The metric columns of the per-mode table (the CSV / JSON rows hold every key of ``_METRIC_KEYS``).
 _METRICS = ("max_abs", "max_rel", "rel_median", "rel_fro", "n_ulp", "ulp_median", "ulp_p99", "ulp_max",
             "frac_overflow", "frac_subnormal", "frac_underflow", "n_nan", "n_inf")
 _FRACTIONS = ("frac_varying", "frac_overflow", "frac_subnormal", "frac_underflow", "frac_flushed",
-              "frac_normal")
+              "frac_normal", "frac_below_normal")
 _HEAD = {"shape": "shape", "distribution": "data", "dy_scale": "gO scale", "repeats": "runs", "scale": "scale",
          "seed": "seed", "input_dtype": "in",
          "cube_math_type": "cubeMathType", "soc": "soc", "grad_weight_dtype": "gw dtype", "compute": "C",
