@@ -11,8 +11,7 @@ import numpy as np
 from .. import formats as _reg
 from .._hints import TORCH_INSTALL
 from .choices import (FORWARD_ONLY_INPUTS, GRADS, INPUT_DTYPES, _as_list, _as_whole, _norm_distribution,
-                      _norm_scale,
-                      _norm_scale_rule, _uniq)
+                      _norm_scale, _norm_scale_rule, _uniq)
 from .reference import reference_forward, reference_gradients
 
 
