@@ -3,9 +3,8 @@ step is accumulator + the block's products summed EXACTLY, rounded once to fp32 
 
 The reference here is exact rational arithmetic (``fractions.Fraction``), independent of any float64 sum; the
 data are built so that a float64 sum left to right rounds inside the block ([1, 2^-60, -1] -> 0 instead of
-2^-60), or a float64 sum rounded again toward zero rounds twice.  The operator tests are marked xfail (strict)
-until the kernels' wide forms sum exactly (issue 39, part B: ct_gwc_gen / ct_gic_gen in _conv_cube.h still
-add in float64): when the kernels change, they pass, and the strict marker makes the run say so."""
+2^-60), or a float64 sum rounded again toward zero rounds twice; the kernels (ct_xsum in _ukr_generic.h) sum
+exactly and round once."""
 from fractions import Fraction
 
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 
 import pyconvtbc as pc
 
-PENDING = pytest.mark.xfail(strict=True, reason="issue 39 B: the kernels' wide forms still sum in float64")
 
 
 def round_f32(q, mode):
@@ -88,13 +86,11 @@ def test_the_data_separate_exact_from_float64():
     assert d == 1 + 2.0 ** -23 and exact_block(0, *DOUBLE_ROUND, "rz") == np.float32(1)
 
 
-@PENDING
 @pytest.mark.parametrize("which", [_gw_block, _gi_block])
 def test_cube_wide_sums_a_block_exactly(which):
     assert which(*CANCEL, "cube_wide") == exact_block(0, *CANCEL, "rne")
 
 
-@PENDING
 @pytest.mark.parametrize("which", [_gw_block, _gi_block])
 def test_cube_rz_rounds_once(which):
     assert which(*DOUBLE_ROUND, "cube_rz") == exact_block(0, *DOUBLE_ROUND, "rz")

@@ -152,6 +152,91 @@ static inline float ct_wide_round(int form, double d) { return form == CT_ACC_RZ
 
 /* ------------------------------------------------------------------------------------------------ */
 /* generic (any ISA, every form)                                                                     */
+/* ---- the wide forms' exact block sums (CT_ACC_WIDE, CT_ACC_RZ) ----
+ * One step: accumulator + the block's products, summed EXACTLY, rounded once to fp32 (to nearest even, or toward
+ * zero).  The terms are fp32 values and exact fp32 x fp32 products (doubles of at most 48 significant bits), so
+ * every finite term is a multiple of 2^-298 below 2^256 in magnitude: a 640-bit two's complement fixed-point
+ * number with its bit 0 at 2^-300 holds any sum of them (up to 2^13 terms) exactly.  A block with an infinite or
+ * NaN term gives what IEEE arithmetic gives (the float64 sum, rounded). */
+#define CT_XL 10
+typedef struct { uint64_t w[CT_XL]; double sp; int nonfin, allnegz; } ct_xsum;
+
+static inline void ct_xsum_init(ct_xsum *S) {
+    memset(S->w, 0, sizeof(S->w));
+    S->sp = 0.0;
+    S->nonfin = 0;
+    S->allnegz = 1;
+}
+
+static inline void ct_xsum_add(ct_xsum *S, double x) {
+    S->sp += x;
+    if (!(x == x) || x - x != 0.0) { S->nonfin = 1; return; }          /* NaN or an infinity */
+    if (x == 0.0) { if (!signbit(x)) S->allnegz = 0; return; }
+    S->allnegz = 0;
+    int e;
+    double m = frexp(fabs(x), &e);                                      /* |x| = m 2^e, m in [0.5, 1) */
+    uint64_t mi = (uint64_t)ldexp(m, 53);                               /* |x| = mi 2^(e - 53), exactly */
+    int pos = e - 53 + 300;                                             /* bit of mi's lowest bit */
+    if (pos < 0) { mi >>= -pos; pos = 0; }                              /* (those low bits are zeros) */
+    int L = pos / 64, off = pos % 64;
+    uint64_t lo = mi << off, hi = off ? mi >> (64 - off) : 0;
+    if (signbit(x)) {                                                   /* subtract (lo, hi) at limb L */
+        uint64_t borrow = S->w[L] < lo;
+        S->w[L] -= lo;
+        for (int k = L + 1; k < CT_XL; k++) {
+            uint64_t sub = (k == L + 1 ? hi : 0), t = S->w[k] - sub - borrow;
+            borrow = (S->w[k] < sub) || (S->w[k] - sub < borrow);
+            S->w[k] = t;
+            if (!borrow && k > L + 1) break;
+        }
+    } else {                                                            /* add */
+        uint64_t t = S->w[L] + lo, carry = t < lo;
+        S->w[L] = t;
+        for (int k = L + 1; k < CT_XL; k++) {
+            uint64_t add = (k == L + 1 ? hi : 0), u = S->w[k] + add;
+            uint64_t c2 = u < add;
+            u += carry;
+            c2 |= u < carry;
+            S->w[k] = u;
+            carry = c2;
+            if (!carry && k > L + 1) break;
+        }
+    }
+}
+
+/* bit b of the magnitude v[] */
+static inline int ct_xbit(const uint64_t *v, int b) { return b >= 0 ? (int)((v[b / 64] >> (b % 64)) & 1u) : 0; }
+
+static inline float ct_xsum_round(const ct_xsum *S, int form) {
+    if (S->nonfin) return ct_wide_round(form, S->sp);
+    uint64_t v[CT_XL];
+    int neg = (int)(S->w[CT_XL - 1] >> 63), h = -1;
+    uint64_t carry = 1;
+    for (int k = 0; k < CT_XL; k++) {                                   /* the magnitude */
+        v[k] = neg ? ~S->w[k] + carry : S->w[k];
+        if (neg) carry = carry && v[k] == 0;
+    }
+    for (int k = CT_XL - 1; k >= 0 && h < 0; k--)
+        if (v[k]) h = k * 64 + 63 - __builtin_clzll(v[k]);
+    if (h < 0) return S->allnegz ? -0.0f : 0.0f;                        /* an exact zero */
+    int lsb = ct_max(h - 23, 151);                                      /* 2^-149 at bit 151 */
+    uint64_t kept = 0;
+    for (int b = h; b >= lsb; b--) kept = (kept << 1) | (uint64_t)ct_xbit(v, b);
+    if (form != CT_ACC_RZ && ct_xbit(v, lsb - 1)) {                     /* round to nearest, ties to even */
+        int sticky = 0;
+        for (int b = lsb - 2; b >= 0 && !sticky; b--) {
+            if (b % 64 == 63 && b >= 63 && v[b / 64] == 0) { b -= 63; continue; }
+            sticky = ct_xbit(v, b);
+        }
+        if (sticky || (kept & 1u)) kept++;
+    }
+    double mag = ldexp((double)kept, lsb - 300);                        /* exact: kept <= 2^24 */
+    float f;
+    if (mag > 3.4028234663852886e38) f = form == CT_ACC_RZ ? 3.4028234663852886e38f : (float)INFINITY;
+    else f = (float)mag;
+    return neg ? -f : f;
+}
+
 /* ------------------------------------------------------------------------------------------------ */
 /* gw: a chain over rows q < nr of A[q*lda + i] * B[q*ldb + j]  (i < m <= 8, j < n <= 32); blocks: the first has
  * `first` rows, then k0 each.  The chain starts at 0, or (Cc != NULL) continues from Cc[i*ldc + j]; it ends with
@@ -160,7 +245,7 @@ CT_GEN void ct_gwc_gen(int form, int64_t m, int64_t n, const float *A, int64_t l
                        int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc, int64_t ldc,
                        int cin) {
     float c[CT_PX * CT_PO], s[CT_PX * CT_PO];
-    double d[CT_PX * CT_PO];
+    ct_xsum d[CT_PX * CT_PO];
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = cin ? Cc[i * ldc + j] : 0.0f;
     int64_t p = 0, blen = first;
@@ -177,14 +262,17 @@ CT_GEN void ct_gwc_gen(int form, int64_t m, int64_t n, const float *A, int64_t l
                 for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = c[i * CT_PO + j] + s[i * CT_PO + j];
         } else {
             for (int64_t i = 0; i < m; i++)
-                for (int64_t j = 0; j < n; j++) d[i * CT_PO + j] = (double)c[i * CT_PO + j];
+                for (int64_t j = 0; j < n; j++) {
+                    ct_xsum_init(&d[i * CT_PO + j]);
+                    ct_xsum_add(&d[i * CT_PO + j], (double)c[i * CT_PO + j]);
+                }
             for (int64_t q = p; q < e1; q++)
                 for (int64_t i = 0; i < m; i++) {
                     double a = (double)A[q * lda + i];
-                    for (int64_t j = 0; j < n; j++) d[i * CT_PO + j] = d[i * CT_PO + j] + a * (double)B[q * ldb + j];
+                    for (int64_t j = 0; j < n; j++) ct_xsum_add(&d[i * CT_PO + j], a * (double)B[q * ldb + j]);
                 }
             for (int64_t i = 0; i < m; i++)
-                for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = ct_wide_round(form, d[i * CT_PO + j]);
+                for (int64_t j = 0; j < n; j++) c[i * CT_PO + j] = ct_xsum_round(&d[i * CT_PO + j], form);
         }
         p = e1;
         blen = k0;
@@ -205,23 +293,23 @@ CT_GEN void ct_gic_gen(int form, int64_t m, int64_t n, const float *DYp, int64_t
                        int64_t ldc) {
     for (int64_t i = 0; i < m; i++) {
         float s[CT_PO];
-        double d[CT_PO];
+        ct_xsum d[CT_PO];
         float *c = C + i * ldc;
         for (int64_t jb = jb0; jb < jb1; jb++) {
             int64_t g = jb / K, kk = jb % K, row = row0 + i + kk * dk;
             int64_t lo = g * k0, hi = ct_min(Cout, lo + k0);
             const float *Bk = Bp + (ct_wblk(lo, hi, K, kk) - lo) * n;      /* row co of the block at Bk + co*n */
             if (form == CT_ACC_CUBE) for (int64_t j = 0; j < n; j++) s[j] = 0.0f;
-            else for (int64_t j = 0; j < n; j++) d[j] = (double)c[j];
+            else for (int64_t j = 0; j < n; j++) { ct_xsum_init(&d[j]); ct_xsum_add(&d[j], (double)c[j]); }
             for (int64_t co = lo; co < hi; co++) {
                 int64_t q = co / CT_PO, wq = ct_min(CT_PO, Cout - q * CT_PO);
                 float a = DYp[q * RO * CT_PO + row * wq + (co - q * CT_PO)];
                 const float *b = Bk + co * n;
                 if (form == CT_ACC_CUBE) for (int64_t j = 0; j < n; j++) s[j] = fmaf(a, b[j], s[j]);
-                else for (int64_t j = 0; j < n; j++) d[j] = d[j] + (double)a * (double)b[j];
+                else for (int64_t j = 0; j < n; j++) ct_xsum_add(&d[j], (double)a * (double)b[j]);
             }
             if (form == CT_ACC_CUBE) for (int64_t j = 0; j < n; j++) c[j] = c[j] + s[j];
-            else for (int64_t j = 0; j < n; j++) c[j] = ct_wide_round(form, d[j]);
+            else for (int64_t j = 0; j < n; j++) c[j] = ct_xsum_round(&d[j], form);
         }
     }
 }
