@@ -184,6 +184,11 @@ class ConvTbc(_twophase.Operator):
     def flops(self, shape):
         return 2 * shape.T_out * shape.B * shape.Cin * shape.Cout * shape.K
 
+    def planned_views(self, plan):
+        s, (x, b) = plan.shape, plan.dtypes
+        return {"self": ((s.T_in, s.B, s.Cin), x, False), "weight": ((s.K, s.Cin, s.Cout), x, False),
+                "bias": ((s.Cout,), b, False), "out": ((s.T_out, s.B, s.Cout), x, not plan.extra.staging)}
+
     def run(self, plan, operands, ws_address, ws_size, cancel):
         o = operands
         shape = plan.shape

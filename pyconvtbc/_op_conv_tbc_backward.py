@@ -108,6 +108,13 @@ class ConvTbcBackward(_twophase.Operator):
     def flops(self, shape):
         return 4 * shape.T_out * shape.B * shape.Cin * shape.Cout * shape.K
 
+    def planned_views(self, plan):
+        s, (dy, x, w, gi, gw, gb) = plan.shape, plan.dtypes
+        return {"self": ((s.T_out, s.B, s.Cout), dy, False), "input": ((s.T_in, s.B, s.Cin), x, False),
+                "weight": ((s.K, s.Cin, s.Cout), w, False), "bias": ((s.Cout,), None, False),
+                "gradInput": ((s.T_in, s.B, s.Cin), gi, True), "gradWeight": ((s.K, s.Cin, s.Cout), gw, True),
+                "gradBias": ((s.Cout,), gb, True)}
+
     def run(self, plan, operands, ws_address, ws_size, cancel):
         o = operands
         run_plan(plan, o["self"], o["input"], o["weight"], (o["gradInput"][0], o["gradInput"][-1]),
