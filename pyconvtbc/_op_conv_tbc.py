@@ -332,8 +332,8 @@ def conv_tbc(input: np.ndarray, weight: np.ndarray, bias: np.ndarray, pad: int =
     num_threads : int, optional
         Kernel threads in [1, 1024].  None: as ``conv_tbc_backward``.
     hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size : optional
-        The emulation options, as in ``conv_tbc_backward`` (None: ``get_emulation_options()``'s).  hif8_rounding
-        and saturate apply to HiFloat8 outputs.
+        The emulation options, as in ``conv_tbc_backward`` (None: the process-wide value; ``"default"``: the
+        built-in default).  hif8_rounding and saturate apply to HiFloat8 outputs.
     order_seed : int, optional
         Accepted and checked like ``conv_tbc_backward``'s (None or an integer >= 0; else 161002), so that one
         set of emulation keywords serves both calls; it changes nothing here: the forward's sums have no
