@@ -185,7 +185,7 @@ class _Unreadable:
         return "<aclTensor with unreadable fields>"
 
 
-def plan_mismatch(op, plan, tensors):
+def plan_mismatch(op: Operator, plan: Any, tensors: dict) -> Optional[str]:
     """Why a captured view does not fit the plan (dims, data type, contiguity the kernels assume), or None."""
     for n, (dims, dtype, contiguous) in op.planned_views(plan).items():
         t = tensors[n]
