@@ -20,7 +20,7 @@ from ._plan import Plan, make_plan
 from ._twophase import Operator, threads as _threads
 from ._validation import Invalid
 from .enums import CubeMathType, aclFormat, acl_dtype_of_numpy
-from .memory import memory_limit
+from .memory import memory_limit, too_large as memory_too_large
 from .profiles import (OPTION_EXPECTED, PROFILES, SocProfile, check_option, get_profile, resolve_options,
                        settings_key)
 from .status import ACLNN_ERR_PARAM_INVALID, exc_text, safe_repr
@@ -245,13 +245,14 @@ def execute(op: Operator, plan: Plan, arrays: tuple) -> tuple:
     """Allocate the outputs and run the operator's kernel (GIL released inside); returns the outputs."""
     specs = op.numpy_outputs(plan, arrays)
     out_bytes = sum(math.prod(shape) * dt.itemsize for shape, dt in specs)
-    need, limit = plan.workspace_size + out_bytes, memory_limit()
+    need = plan.workspace_size + out_bytes
 
     def too_large(why):
         op.numpy_error(ACLNN_ERR_PARAM_INVALID, f"the problem needs a workspace of {_gib(plan.workspace_size)} "
                        f"and outputs of {_gib(out_bytes)}; {why}")
-    if need > limit:
-        too_large(f"expected at most {_gib(limit)} in all (this machine's physical memory)")
+    why = memory_too_large(need)
+    if why:
+        too_large(why)
     # A call made while another runs in this thread (from a Python signal handler, which the kernels run while
     # they work) must not share the outer call's scratch: it gets its own, dropped when it returns.
     nested = getattr(_ws_cache, "busy", False)
