@@ -14,7 +14,7 @@ from . import runtime
 from ._kernels._openmp import effective_threads
 from ._plan import INLINE_FLOPS, make_plan
 from ._validation import Invalid, memory_problem, span_overlap
-from .enums import ACL_OPT_DETERMINISTIC
+from .enums import ACL_OPT_DETERMINISTIC, dtype_name
 from .memory import DevicePtr, is_device_ptr
 from .profiles import get_profile, resolve_options
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
@@ -192,7 +192,8 @@ def plan_mismatch(op: Operator, plan: Any, tensors: dict) -> Optional[str]:
         if tuple(t.view_dims) != tuple(dims):
             return f"{n} has dims {list(t.view_dims)}; expected {list(dims)}, the dims phase 1 planned"
         if dtype is not None and t.data_type != dtype:
-            return f"{n} has data type {t.data_type}; expected {dtype}, the data type phase 1 planned"
+            return (f"{n} has data type {dtype_name(t.data_type)}; expected {dtype_name(dtype)}, the data type "
+                    "phase 1 planned")
         if contiguous and not t.is_contiguous():
             return f"{n} has strides {list(t.strides)} for dims {list(t.view_dims)}; expected a contiguous output"
     return None
