@@ -124,9 +124,10 @@ def memory_available(meminfo: str = "/proc/meminfo") -> Optional[int]:
 
 
 def memory_limit() -> int:
-    """The most bytes one NumPy-layer call (workspace plus outputs) or one ``aclrtMalloc`` may ask for now:
-    ``memory_total()`` (physical memory and the cgroup's limit), and no more than ``memory_available()``
-    (MemAvailable, and the cgroup's limit less its working set) at the time of the call."""
+    """The most bytes one NumPy-layer call (workspace plus outputs) may ask for now: ``memory_total()`` (physical
+    memory and the cgroup's limit), and no more than ``memory_available()`` (MemAvailable, and the cgroup's limit
+    less its working set) at the time of the call.  (``aclrtMalloc`` also counts the live allocations against
+    ``memory_total()``: ``too_large``.)"""
     available = memory_available()
     return memory_total() if available is None else min(memory_total(), available)
 
