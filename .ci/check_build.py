@@ -24,7 +24,8 @@ import tarfile
 import zipfile
 
 ISA_RANK = {"portable": 0, "avx2": 1, "avx512": 2}
-# The CPU features each vector kernel needs (pyconvtbc/_kernels/_conv_gemm.h, ct_isa_supported).
+# The CPU features each vector kernel needs (pyconvtbc/_kernels/_ukr_select.c, ct_cpu_has: the ISA files are
+# compiled for these).
 ISA_NEEDS = {
     "avx512": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma", "f16c", "avx2"},
     "avx2": {"avx2", "fma", "f16c"},

@@ -21,7 +21,7 @@ from ._twophase import Operator, threads as _threads
 from ._validation import Invalid, wrong_type
 from .enums import CubeMathType, aclFormat, acl_dtype_of_numpy
 from .formats import is_en_hifloat8
-from .memory import memory_limit
+from .memory import memory_limit, too_large as memory_too_large
 from .profiles import (OPTION_EXPECTED, PROFILES, SocProfile, check_option, get_profile, resolve_options,
                        settings_key)
 from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, exc_text, safe_repr
@@ -157,16 +157,40 @@ _PLAN_CACHE_SIZE = 256
 _plan_cache = {}
 
 
+_UNCACHED = object()
+_PLAIN = (type(None), bool, str, float, type)   # types whose == and hash cannot lie (exact types only)
+
+
+def _key_value(v: Any) -> Any:
+    """An argument as the cache key holds it: the value validation reads, in a form whose == and hash are the
+    built-in ones -- every integer as a plain int (an int subclass by int's own value, whatever its ``__eq__`` or
+    ``__hash__`` say), NumPy booleans as bool, exact builtin types and dtypes as they are -- or ``_UNCACHED``
+    for anything else (a call with such an argument is validated afresh every time)."""
+    t = type(v)
+    if t in _PLAIN:
+        return (t, v)
+    if isinstance(v, int):                       # int subclasses (IntEnum members too): int's own value
+        return (int, int.__int__(v))
+    if t.__module__ == "numpy" and isinstance(v, (np.integer, np.bool_)):
+        return (int, int(v)) if isinstance(v, np.integer) else (bool, bool(v))
+    if isinstance(v, np.dtype):
+        return (np.dtype, v)
+    return _UNCACHED
+
+
 def cache_key(op: Operator, arrays: tuple, scalars: tuple, options: tuple, num_threads: Any) -> Optional[tuple]:
     """The plan-cache key of one call, or None when it cannot be cached.  scalars: the other arguments (num_threads
-    included) and options: the emulation-option keywords, each as given."""
+    included) and options: the emulation-option keywords, each as given; the key holds the values read
+    (``_key_value``), so an argument whose ``==`` or ``hash`` lies cannot select another call's plan."""
     for a in arrays:
         if type(a) is not np.ndarray or not a.flags.aligned:
             return None
+    values = tuple(map(_key_value, scalars + options))
+    if any(v is _UNCACHED for v in values):
+        return None
     environ = os.environ
     try:
-        key = (op, tuple([(a.shape, a.dtype) for a in arrays]), tuple(map(type, scalars)), scalars,
-               tuple(map(type, options)), options, settings_key(),
+        key = (op, tuple([(a.shape, a.dtype) for a in arrays]), values, settings_key(),
                environ.get("PYCONVTBC_SOC_VERSION"), environ.get("PYCONVTBC_NUM_THREADS"),
                omp_max_threads() if num_threads is None else None)
         hash(key)
@@ -229,13 +253,14 @@ def execute(op: Operator, plan: Plan, arrays: tuple) -> tuple:
     """Allocate the outputs and run the operator's kernel (GIL released inside); returns the outputs."""
     specs = op.numpy_outputs(plan, arrays)
     out_bytes = sum(math.prod(shape) * dt.itemsize for shape, dt in specs)
-    need, limit = plan.workspace_size + out_bytes, memory_limit()
+    need = plan.workspace_size + out_bytes
 
     def too_large(why):
         op.numpy_error(ACLNN_ERR_PARAM_INVALID, f"the problem needs a workspace of {_gib(plan.workspace_size)} "
                        f"and outputs of {_gib(out_bytes)}; {why}")
-    if need > limit:
-        too_large(f"expected at most {_gib(limit)} in all (this machine's physical memory)")
+    why = memory_too_large(need)
+    if why:
+        too_large(why)
     # A call made while another runs in this thread (from a Python signal handler, which the kernels run while
     # they work) must not share the outer call's scratch: it gets its own, dropped when it returns.
     nested = getattr(_ws_cache, "busy", False)

@@ -185,6 +185,11 @@ class ConvTbc(_twophase.Operator):
     def flops(self, shape):
         return 2 * shape.T_out * shape.B * shape.Cin * shape.Cout * shape.K
 
+    def planned_views(self, plan):
+        s, (x, b) = plan.shape, plan.dtypes
+        return {"self": ((s.T_in, s.B, s.Cin), x, False), "weight": ((s.K, s.Cin, s.Cout), x, False),
+                "bias": ((s.Cout,), b, False), "out": ((s.T_out, s.B, s.Cout), x, not plan.extra.staging)}
+
     def run(self, plan, operands, ws_address, ws_size, cancel):
         o = operands
         shape = plan.shape
@@ -331,8 +336,8 @@ def conv_tbc(input: Array, weight: Array, bias: Array, pad: int = 0, *, cube_mat
     num_threads : int, optional
         Kernel threads in [1, 1024].  None: as ``conv_tbc_backward``.
     hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size : optional
-        The emulation options, as in ``conv_tbc_backward`` (None: ``get_emulation_options()``'s).  hif8_rounding
-        and saturate apply to HiFloat8 outputs.
+        The emulation options, as in ``conv_tbc_backward`` (None: the process-wide value; ``"default"``: the
+        built-in default).  hif8_rounding and saturate apply to HiFloat8 outputs.
     order_seed : int, optional
         Accepted and checked like ``conv_tbc_backward``'s (None or an integer >= 0; else 161002), so that one
         set of emulation keywords serves both calls; it changes nothing here: the forward's sums have no

@@ -112,6 +112,13 @@ class ConvTbcBackward(_twophase.Operator):
     def flops(self, shape):
         return 4 * shape.T_out * shape.B * shape.Cin * shape.Cout * shape.K
 
+    def planned_views(self, plan):
+        s, (dy, x, w, gi, gw, gb) = plan.shape, plan.dtypes
+        return {"self": ((s.T_out, s.B, s.Cout), dy, False), "input": ((s.T_in, s.B, s.Cin), x, False),
+                "weight": ((s.K, s.Cin, s.Cout), w, False), "bias": ((s.Cout,), None, False),
+                "gradInput": ((s.T_in, s.B, s.Cin), gi, True), "gradWeight": ((s.K, s.Cin, s.Cout), gw, True),
+                "gradBias": ((s.Cout,), gb, True)}
+
     def run(self, plan, operands, ws_address, ws_size, cancel):
         o = operands
         run_plan(plan, o["self"], o["input"], o["weight"], (o["gradInput"][0], o["gradInput"][-1]),
@@ -273,24 +280,27 @@ def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Arr
     num_threads : int, optional
         Kernel threads, an integer in [1, 1024].  None: ``$PYCONVTBC_NUM_THREADS``, else OpenMP's count (which
         ``$OMP_NUM_THREADS`` and ``threadpoolctl.threadpool_limits`` set), else every usable core.
+    hf32_rounding, hf32_mantissa_bits, hif8_rounding, saturate, accumulation, block_size, order_seed : optional
+        The emulation options.  For each, ``None`` (the default) takes the process-wide value
+        (``set_emulation_options``; the built-in default until that is called) and ``"default"`` the built-in
+        default whatever the process-wide value is (docs/numpy.md, "Emulation keywords").
     hf32_rounding : str, optional
-        HF32 rounding, ``"half_away"`` or ``"nearest_even"``.  None: ``get_emulation_options()``'s.
+        HF32 rounding, ``"half_away"`` (built-in default) or ``"nearest_even"``.
     hf32_mantissa_bits : int, optional
-        HF32 explicit mantissa bits, 10 or 11.  None: the chip's (11 on ascend910b, 10 on ascend950).
+        HF32 explicit mantissa bits, 10 or 11.  Built-in default: the chip's (11 on ascend910b, 10 on ascend950).
     hif8_rounding : str, optional
-        HiFloat8 rounding of grad_weight, ``"ta"`` or ``"hybrid"``.  None: ``get_emulation_options()``'s.
+        HiFloat8 rounding of grad_weight, ``"ta"`` (built-in default) or ``"hybrid"``.
     saturate : bool, optional
         Saturate 8-bit grad_weight overflow to the largest finite value (and NaN to 0) instead of inf/NaN.
-        None: ``get_emulation_options()``'s.
+        Built-in default: False.
     accumulation : str, optional
-        How the fp32 sums are formed: ``"cube"`` (the default: the NPU's blocks of k0 products and chains),
-        ``"cube_wide"``, ``"cube_rz"`` or ``"sequential"`` (one fp32 chain per output).
-        None: ``get_emulation_options()``'s.  See docs/numpy.md.
+        How the fp32 sums are formed: ``"cube"`` (built-in default: the NPU's blocks of k0 products and chains),
+        ``"cube_wide"``, ``"cube_rz"`` or ``"sequential"`` (one fp32 chain per output).  See docs/numpy.md.
     block_size : int, optional
-        Products summed per block, an integer in [1, 64].  None: the compute precision's k0.
+        Products summed per block, an integer in [1, 64].  Built-in default: the compute precision's k0.
     order_seed : int, optional
         An integer >= 0 fixing the order in which non-deterministic partial sums are combined, so repeated
-        calls agree.  None: ``get_emulation_options()``'s (by default a fresh order per call, as on the hardware).
+        calls agree.  Built-in default: a fresh order per call, as on the hardware.
 
     Returns
     -------

@@ -14,7 +14,7 @@ from . import runtime
 from ._kernels._openmp import effective_threads
 from ._plan import INLINE_FLOPS, make_plan
 from ._validation import Invalid, memory_problem, span_overlap
-from .enums import ACL_OPT_DETERMINISTIC
+from .enums import ACL_OPT_DETERMINISTIC, dtype_name
 from .memory import DevicePtr, is_device_ptr
 from .profiles import get_profile, resolve_options
 from .status import (ACLNN_ERR_INNER, ACLNN_ERR_INNER_NULLPTR, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR,
@@ -66,6 +66,12 @@ class Operator:
         """Work of one call (decides whether a small call runs inline on an idle stream)."""
         raise NotImplementedError
 
+    def planned_views(self, plan):
+        """name -> (dims, aclDataType code or None for any, whether it must be C-contiguous): what each captured
+        view must be for the kernels ``run`` calls with ``plan``.  Phase 2 checks the executor's views against it
+        before it hands them to the kernels."""
+        raise NotImplementedError
+
     def run(self, plan, operands, ws_address, ws_size, cancel):
         """CANN layer: call the kernel.  operands: name -> ``aclTensor.kernel_operand()`` (address, byte
         strides..., dtype); the workspace is already aligned; cancel: the stream's flag."""
@@ -107,17 +113,18 @@ _executors = weakref.WeakSet()  # every executor phase 1 made: a hand-built one 
 
 
 class aclOpExecutor:
-    """What phase 1 captured: the plan and the descriptors' fields (not the data).
+    """What phase 1 captured: the plan and the fields of the descriptors it validated (not the data).
 
-    Only phase 1 makes executors that phase 2 accepts; the plan and the captured fields cannot be changed
-    afterwards (``tensors`` hands out fresh copies), so phase 2 never runs a plan on views it was not made for.
+    Only phase 1 makes executors that phase 2 accepts.  The plan and the captured fields are immutable: the
+    fields are a tuple of (name, field tuple) pairs of ints, tuples and read-only device pointers, and
+    ``tensors`` hands out fresh copies.  Phase 2 still checks every view against the plan (``planned_views``)
+    before the kernels get it.
     """
     __slots__ = ("_plan", "_fields", "repeatable", "state", "_lock", "__weakref__")
 
     def __init__(self, plan: Any, tensors: dict) -> None:
         object.__setattr__(self, "_plan", plan)
-        object.__setattr__(self, "_fields", {n: (t.view_dims, t.data_type, t.strides, t.offset, t.format,
-                                                 t.storage_dims, t.data) for n, t in tensors.items()})
+        object.__setattr__(self, "_fields", tuple((n, t.fields()) for n, t in tensors.items()))
         self.repeatable = False
         self.state = "ready"        # "ready" -> "used" (single use ran) | "released" (its phase 2 failed) | "destroyed"
         self._lock = threading.Lock()
@@ -134,7 +141,7 @@ class aclOpExecutor:
     @property
     def tensors(self) -> dict:
         """name -> a fresh aclTensor with the captured fields (sharing the DevicePtr, not the data)."""
-        return {n: aclTensor(*f) for n, f in self._fields.items()}
+        return {n: aclTensor(*f) for n, f in self._fields}
 
     @property
     def genuine(self) -> bool:
@@ -159,6 +166,40 @@ def _expected_tensor(obj):
     return "a live tensor descriptor"
 
 
+def _snapshot(obj):
+    """What phase 1 validates and captures for one tensor argument: a snapshot of a descriptor (each field read
+    once, ``aclTensor.snapshot``), so that a thread changing the descriptor meanwhile cannot make the executor
+    capture fields other than those checked; any other object as it is (rule 1 names it)."""
+    if isinstance(obj, aclTensor):
+        try:
+            return aclTensor.snapshot(obj)
+        except Exception:   # a slot never set (an object made with __new__): not a descriptor
+            return _Unreadable()
+    return obj
+
+
+class _Unreadable:
+    """Stands for a descriptor whose fields cannot be read: rule 1 refuses it as not a descriptor."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<aclTensor with unreadable fields>"
+
+
+def plan_mismatch(op: Operator, plan: Any, tensors: dict) -> Optional[str]:
+    """Why a captured view does not fit the plan (dims, data type, contiguity the kernels assume), or None."""
+    for n, (dims, dtype, contiguous) in op.planned_views(plan).items():
+        t = tensors[n]
+        if tuple(t.view_dims) != tuple(dims):
+            return f"{n} has dims {list(t.view_dims)}; expected {list(dims)}, the dims phase 1 planned"
+        if dtype is not None and t.data_type != dtype:
+            return (f"{n} has data type {dtype_name(t.data_type)}; expected {dtype_name(dtype)}, the data type "
+                    "phase 1 planned")
+        if contiguous and not t.is_contiguous():
+            return f"{n} has strides {list(t.strides)} for dims {list(t.view_dims)}; expected a contiguous output"
+    return None
+
+
 def _context_deterministic(profile):
     opt = runtime.ctx_option(ACL_OPT_DETERMINISTIC)
     return profile.deterministic_default if opt is None else bool(opt)
@@ -169,6 +210,7 @@ def get_workspace_size(op: Operator, tensors: dict, scalars: dict) -> Tuple[int,
     """Phase 1 of ``op``: validate, plan, size the workspace.  Returns (status, workspace_size, executor).
     tensors: CANN name -> the argument, in ``op.tensors`` order."""
     try:
+        tensors = {n: _snapshot(t) for n, t in tensors.items()}    # validate and capture the same fields
         profile = get_profile()
         problem = op.check(tensors, scalars, profile, _is_live_tensor, _expected_tensor)
         options = resolve_options(profile)
@@ -269,7 +311,7 @@ def _phase2(op, workspace, workspace_size, executor, stream):
         return fail(ACLNN_ERR_PARAM_INVALID, f"stream is {safe_repr(stream)}; expected a live stream or None (default)")
     tensors = executor.tensors
     names = tuple(tensors)
-    problem = memory_problem(tensors, names)
+    problem = memory_problem(tensors, names) or plan_mismatch(op, plan, tensors)
     if problem:
         return fail(ACLNN_ERR_PARAM_INVALID, problem)
     if required:

@@ -11,6 +11,7 @@ import itertools
 import os
 import threading
 import weakref
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -25,18 +26,126 @@ _live = {}  # id -> _Allocation, for aclFinalize
 _live_bytes = 0  # their sizes' sum
 
 
-@functools.lru_cache(maxsize=None)
-def memory_limit() -> int:
-    """The most bytes one NumPy-layer call may ask for (workspace plus outputs), and all live device
-    allocations together: this machine's physical memory,
-    ``os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')`` (1 TiB where the OS does not say)."""
+AVAILABILITY_CHECK_BYTES = 64 << 20   # requests from this size on are also checked against memory_available()
+
+
+def _read(path):
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except (OSError, ValueError):
+        return None
+
+
+def _number(text):
+    """An integer file's value; None for 'max', empty or unreadable."""
+    text = (text or "").strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def cgroup_memory(proc_cgroup: str = "/proc/self/cgroup",
+                  root: str = "/sys/fs/cgroup") -> Tuple[Optional[int], Optional[int]]:
+    """(limit, working set) in bytes of the tightest memory cgroup this process is in, or (None, None).
+
+    cgroup v2: ``memory.max`` and ``memory.current`` of the process's group (the ``0::`` line of
+    /proc/self/cgroup) and of each ancestor under ``root``; v1: ``memory.limit_in_bytes`` and
+    ``memory.usage_in_bytes`` under ``root/memory``.  The working set is the usage less the inactive file cache
+    (``memory.stat``: ``inactive_file``, v1 ``total_inactive_file``), which the kernel reclaims before it kills.
+    A group whose directory is not there (another cgroup namespace) is skipped; 'max' is no limit."""
+    text = _read(proc_cgroup) or ""
+    candidates = []            # (directory, limit file, usage file, inactive-file key)
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "" and parts[0] == "0":
+            base, files = root, ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in controllers.split(","):
+            base, files = os.path.join(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                                                         "total_inactive_file")
+        else:
+            continue
+        rel = path.strip().strip("/")
+        while True:                                  # the group and each ancestor up to the mount's root
+            candidates.append((os.path.join(base, rel) if rel else base,) + files)
+            if not rel:
+                break
+            rel = os.path.dirname(rel)
+    best = (None, None)
+    for d, limit_file, usage_file, inactive_key in candidates:
+        limit = _number(_read(os.path.join(d, limit_file)))
+        if limit is None or limit >= 1 << 62:           # no limit ('max', or v1's page-rounded 2^63-1)
+            continue
+        usage = _number(_read(os.path.join(d, usage_file))) or 0
+        inactive = 0
+        for line in (_read(os.path.join(d, "memory.stat")) or "").splitlines():
+            key, _, value = line.partition(" ")
+            if key == inactive_key and _number(value) is not None:
+                inactive = _number(value)
+        working = max(0, usage - inactive)
+        if best[0] is None or limit - working < best[0] - best[1]:
+            best = (limit, working)
+    return best
+
+
+def _physical():
     try:
         n = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         if n > 0:
             return int(n)
     except (AttributeError, ValueError, OSError):
         pass
-    return 1 << 40
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def memory_total() -> int:
+    """The most bytes all live device allocations together may hold: the smaller of this machine's physical memory
+    (``SC_PHYS_PAGES * SC_PAGE_SIZE``) and the memory limit of the process's cgroup (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``; ``cgroup_memory``); 1 TiB where neither is known.  Read once per process."""
+    known = [n for n in (_physical(), cgroup_memory()[0]) if n]
+    return min(known) if known else 1 << 40
+
+
+def memory_available(meminfo: str = "/proc/meminfo") -> Optional[int]:
+    """Bytes that can be had now, read at each call: the smaller of ``MemAvailable`` (/proc/meminfo) and the
+    cgroup's limit less its working set (``cgroup_memory``); None where the OS tells neither."""
+    known = []
+    for line in (_read(meminfo) or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            fields = line.split()
+            if len(fields) >= 2 and _number(fields[1]) is not None:
+                known.append(_number(fields[1]) * (1024 if fields[2:3] == ["kB"] else 1))
+    limit, working = cgroup_memory()
+    if limit is not None:
+        known.append(max(0, limit - working))
+    return min(known) if known else None
+
+
+def memory_limit() -> int:
+    """The most bytes one NumPy-layer call (workspace plus outputs) may ask for now: ``memory_total()`` (physical
+    memory and the cgroup's limit), and no more than ``memory_available()`` (MemAvailable, and the cgroup's limit
+    less its working set) at the time of the call.  (``aclrtMalloc`` also counts the live allocations against
+    ``memory_total()``: ``too_large``.)"""
+    available = memory_available()
+    return memory_total() if available is None else min(memory_total(), available)
+
+
+def too_large(nbytes: int, live: int = 0) -> Optional[str]:
+    """Why a request of ``nbytes`` on top of ``live`` bytes already allocated does not fit, or None.  Requests
+    below AVAILABILITY_CHECK_BYTES skip the availability reading (small ones cannot be what decides it)."""
+    total = memory_total()
+    if live + nbytes > total:
+        already = f"{live} bytes are allocated already; " if live else ""
+        return (f"{already}expected at most {total} bytes in all (memory_total(): physical memory, and the cgroup's "
+                "memory limit)")
+    if nbytes >= AVAILABILITY_CHECK_BYTES:
+        available = memory_available()
+        if available is not None and nbytes > available:
+            return (f"expected at most the {available} bytes available now (memory_available(): MemAvailable, "
+                    "and the cgroup's limit less its usage)")
+    return None
 
 
 class _Allocation:
@@ -167,13 +276,15 @@ def is_device_ptr(obj: object) -> bool:
 
 
 def malloc(size: int) -> DevicePtr:
-    """A new zeroed allocation; MemoryError when it would take the live allocations past ``memory_limit()``
+    """A new zeroed allocation; MemoryError when it does not fit (``too_large``: the live allocations past
+    ``memory_total()``, or more than ``memory_available()``)
     (the pages are reserved lazily, so an over-large request would otherwise succeed and fail later, when
     written)."""
     global _live_bytes
     with _live_lock:
-        if _live_bytes + size > memory_limit():
-            raise MemoryError(f"{_live_bytes} bytes are allocated already and this machine has {memory_limit()}")
+        why = too_large(size, _live_bytes)
+        if why:
+            raise MemoryError(why)
         _live_bytes += size
     try:
         alloc = _Allocation(size)

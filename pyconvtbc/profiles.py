@@ -149,11 +149,18 @@ _DEFAULT_OPTIONS = {"hf32_rounding": "half_away", "hf32_mantissa_bits": None,
 _options = dict(_DEFAULT_OPTIONS)
 
 
+# An option's value "default" is its built-in default (the table above: for hf32_mantissa_bits the chip's, for
+# block_size the compute precision's k0, for order_seed a fresh order per call), whatever set_emulation_options
+# set; a NumPy-layer keyword's None is the process-wide value (docs/numpy.md, "Emulation keywords").
+DEFAULT = "default"
+
 # what each emulation option accepts, in messages
-OPTION_EXPECTED = {"hf32_rounding": "None, 'half_away' or 'nearest_even'", "hf32_mantissa_bits": "None, 10 or 11",
-                   "hif8_rounding": "None, 'ta' or 'hybrid'", "saturate": "None, True or False",
-                   "accumulation": "None, 'cube', 'cube_wide', 'cube_rz' or 'sequential'",
-                   "block_size": "None or an integer in [1, 64]", "order_seed": "None or an integer >= 0"}
+OPTION_EXPECTED = {"hf32_rounding": "None, 'default', 'half_away' or 'nearest_even'",
+                   "hf32_mantissa_bits": "None, 'default', 10 or 11",
+                   "hif8_rounding": "None, 'default', 'ta' or 'hybrid'", "saturate": "None, 'default', True or False",
+                   "accumulation": "None, 'default', 'cube', 'cube_wide', 'cube_rz' or 'sequential'",
+                   "block_size": "None, 'default' or an integer in [1, 64]",
+                   "order_seed": "None, 'default' or an integer >= 0"}
 
 
 def check_option(name, value):
@@ -168,36 +175,36 @@ def check_option(name, value):
 
 
 def _check_option(name, value):
+    if name in _DEFAULT_OPTIONS and isinstance(value, str) and str.__eq__(value, DEFAULT) is True:
+        return _DEFAULT_OPTIONS[name]
     if name == "hf32_rounding":
         if value not in HF32_ROUNDINGS:
-            raise ValueError(f"hf32_rounding is {value!r}; expected one of {sorted(HF32_ROUNDINGS)}")
+            raise ValueError(f"hf32_rounding is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}")
     elif name == "hif8_rounding":
         if value not in HIF8_ROUNDINGS:
-            raise ValueError(f"hif8_rounding is {value!r}; expected one of {sorted(HIF8_ROUNDINGS)}")
+            raise ValueError(f"hif8_rounding is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}")
     elif name == "hf32_mantissa_bits":
         n = int_value(value)
         if value is not None and (n is None or n not in (10, 11)):
-            raise ValueError(f"hf32_mantissa_bits is {safe_repr(value)}; expected None (the profile's), 10 or 11")
+            raise ValueError(f"hf32_mantissa_bits is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}")
         value = None if value is None else n
     elif name == "saturate":
         if not isinstance(value, (bool, int, np.bool_, np.integer)) or value not in (0, 1):
-            raise ValueError(f"saturate is {value!r}; expected True or False")
+            raise ValueError(f"saturate is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}")
         value = bool(value)
     elif name == "accumulation":
         if not isinstance(value, str) or value not in ACCUMULATIONS:
-            raise ValueError(f"accumulation is {value!r}; expected one of {sorted(ACCUMULATIONS)}")
+            raise ValueError(f"accumulation is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}")
     elif name == "block_size":
         lo, hi = BLOCK_SIZE_RANGE
         n = int_value(value)
         if value is not None and (n is None or not lo <= n <= hi):
-            raise ValueError(f"block_size is {safe_repr(value)}; expected None (k0 of the compute precision) or an "
-                             f"integer in [{lo}, {hi}]")
+            raise ValueError(f"block_size is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}")
         value = None if value is None else n
     elif name == "order_seed":
         n = int_value(value)
         if value is not None and (n is None or n < 0):
-            raise ValueError(f"order_seed is {safe_repr(value)}; expected None (a fresh order per call) or an "
-                             "integer >= 0")
+            raise ValueError(f"order_seed is {safe_repr(value)}; expected {OPTION_EXPECTED[name]}")
         value = None if value is None else n
     else:
         raise ValueError(f"unknown emulation option {name!r}; expected one of {sorted(_DEFAULT_OPTIONS)}")
@@ -212,8 +219,8 @@ if TYPE_CHECKING:  # what type checkers see: the options by name, each with its 
 else:
     def set_emulation_options(**kwargs):
         """Set process-wide emulation options (read at phase 1): hf32_rounding, hf32_mantissa_bits,
-        hif8_rounding, saturate, accumulation, block_size, order_seed.  ``None`` sets an option's default (as a
-        NumPy-layer keyword's ``None`` falls back to the process setting).  Unknown names and bad values raise
+        hif8_rounding, saturate, accumulation, block_size, order_seed.  ``None`` or ``"default"`` sets an option's
+        built-in default (docs/numpy.md, "Emulation keywords").  Unknown names and bad values raise
         ``AclnnError`` 161002 (a ``ValueError``) naming the option, the value and what was expected; nothing is
         changed then."""
         try:
@@ -240,7 +247,8 @@ def reset_emulation_options() -> None:
 
 
 def resolve_options(profile, **overrides):
-    """Options for one call: overrides that are not None win over the process options."""
+    """Options for one call: overrides that are not None win over the process options ("default": the built-in
+    default); then hf32_mantissa_bits None is the profile's."""
     opts = get_emulation_options()
     for k, v in overrides.items():
         if v is not None:

@@ -56,15 +56,22 @@ def aclInit(config_path: Union[str, os.PathLike, None] = None) -> int:
 @_guard
 def aclFinalize() -> int:
     """Synchronise and destroy every stream, free all device memory.  Safe to call repeatedly."""
+    # Every stream is first marked destroyed (new work refused), then drained, and forgotten only once drained:
+    # an interrupt (Ctrl-C) in a wait leaves the rest still known, and a later aclFinalize finishes the job.
+    # (The default stream joins the known streams until it is drained; a call after this one gets a new one.)
     with _lock:
+        if _state["default_stream"] is not None:
+            _state["streams"].add(_state["default_stream"])
+            _state["default_stream"] = None
         streams = list(_state["streams"])
-        default = _state["default_stream"]
-        _state["streams"].clear()
-        _state["default_stream"] = None
         _state["initialized"] = False
         _state["contexts"].clear()
-    for s in streams + ([default] if default is not None else []):
+    for s in streams:
+        s._claim_destroy()
+    for s in streams:
         s._destroy()
+        with _lock:
+            _state["streams"].discard(s)
     memory.free_all()
     return ACL_SUCCESS
 
@@ -268,24 +275,31 @@ class aclrtStream:
                 self._error = err
             self._busy = False
             self._inline = None
+            self.cancel_flag[0] = 0     # a cancellation stops the task it was made for, never a later one
             self._cv.notify_all()
         if interrupted is not None:
             raise interrupted
 
     def _cancel(self):
         """Drop the queued tasks and stop the running one at its next kernel boundary (after an interrupt in
-        synchronize); record the cancellation as the stream's failure, reported by the next synchronize."""
+        synchronize); record the cancellation as the stream's failure, reported by the next synchronize.
+
+        The flag is cleared when the cancelled task ends (``_run``), and here in ``finally`` when no task runs:
+        a second interrupt while this waits leaves the stream cancelling only the task it was meant for."""
         with self._cv:
-            dropped = len(self._queue)
-            self._queue.clear()
-            if self._busy:
-                self.cancel_flag[0] = 1
-            if self._error is None and (dropped or self._busy):
-                self._error = (ACL_ERROR_RT_INTERNAL_ERROR, f"cancelled by an interrupt ({dropped} queued task(s) "
-                               "dropped, the running one stopped); their outputs are partly written")
-            while self._busy:
-                self._cv.wait()
-            self.cancel_flag[0] = 0
+            try:
+                dropped = len(self._queue)
+                self._queue.clear()
+                if self._busy:
+                    self.cancel_flag[0] = 1
+                if self._error is None and (dropped or self._busy):
+                    self._error = (ACL_ERROR_RT_INTERNAL_ERROR, f"cancelled by an interrupt ({dropped} queued "
+                                   "task(s) dropped, the running one stopped); their outputs are partly written")
+                while self._busy:
+                    self._cv.wait()
+            finally:
+                if not self._busy:
+                    self.cancel_flag[0] = 0
 
     def _worker(self):
         while True:
@@ -383,9 +397,9 @@ def aclrtDestroyStream(stream: Optional["aclrtStream"]) -> int:
     """Waits for the stream's pending work, then destroys it (a failure on it is reported here)."""
     if not isinstance(stream, aclrtStream) or not stream._claim_destroy():   # (atomic: one destroy wins)
         return _bad(f"aclrtDestroyStream: stream is {safe_repr(stream)}; expected a live stream from aclrtCreateStream")
+    err = stream._destroy()         # (an interrupt here leaves it known: aclFinalize still drains it)
     with _lock:
         _state["streams"].discard(stream)
-    err = stream._destroy()
     if err is not None:
         return set_error(ACL_ERROR_RT_INTERNAL_ERROR, f"aclrtDestroyStream: a task on the stream failed "
                          f"with status {err[0]}: {err[1]}")

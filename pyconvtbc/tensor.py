@@ -90,6 +90,22 @@ class aclTensor:
         self.data = data
         self.destroyed = False
 
+    def snapshot(self) -> "aclTensor":
+        """A copy holding the fields as they are now, each read once (the values themselves, not normalised).
+
+        Phase 1 validates the snapshot and captures it, never the live descriptor: another thread changing the
+        descriptor meanwhile cannot make the executor hold fields other than those validated.  The fields that
+        pass ``problem()`` are immutable (tuples of ints, ints, a read-only DevicePtr)."""
+        copy = aclTensor.__new__(aclTensor)
+        for name in aclTensor.__slots__[:-1]:          # every field and ``destroyed``; not __weakref__
+            # the slot itself (a subclass's property of that name is not what the kernels would be given)
+            setattr(copy, name, getattr(aclTensor, name).__get__(self, aclTensor))
+        return copy
+
+    def fields(self) -> tuple:
+        """(view_dims, data_type, strides, offset, format, storage_dims, data): the constructor's arguments."""
+        return (self.view_dims, self.data_type, self.strides, self.offset, self.format, self.storage_dims, self.data)
+
     def problem(self) -> Optional[str]:
         """Why the current fields make no descriptor (see the class docstring), or None."""
         return _field_problem(self.view_dims, self.data_type, self.strides, self.offset, self.format,

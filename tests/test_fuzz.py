@@ -540,8 +540,10 @@ def _snapshot(bufs):
     return out
 
 
-def _check_cann_results(sc, before, after, what):
-    """Outputs against the reference; every byte that is not an output element unchanged."""
+def _check_cann_results(sc, before, after, what, scratch=None):
+    """Outputs against the reference; every byte that is not an output element unchanged.  scratch: the
+    workspace's (group, first byte, one past the last) when it lies in a tensor's buffer (it may alias views that
+    touch no memory, which phase 2 accepts): the kernels may write anything there."""
     recs = sc["recs"]
     vals, out_bytes = {}, collections.defaultdict(list)
     for n in NAMES:
@@ -565,6 +567,8 @@ def _check_cann_results(sc, before, after, what):
                     ia = element_addresses(r["dims"], r["strides"], r["offset"], ITEM[r["dtype"]], r["byte_off"])
                     ib = (ia.ravel()[:, None] + np.arange(ITEM[r["dtype"]])).ravel()
                     assert not np.isin(ib, ob).any(), f"{what}: the emulator accepted an output overlapping {n}"
+        if scratch is not None and scratch[0] == g:
+            mask[scratch[1]:scratch[2]] = False
         changed = np.nonzero((after[g] != b) & mask)[0]
         assert changed.size == 0, f"{what}: bytes {changed[:8]} of buffer {g} outside the outputs were written"
     compute = compute_of(sc["soc"], [recs[n]["dtype"] for n in NAMES[:3]], sc["cube"])
@@ -790,7 +794,7 @@ def _phase2(d, sc, rng, objs, bufs, streams, extra, ex, ws_size, stats):
     assert rc == OK, pc.aclGetRecentErrMsg()
     assert guard is None or not guard.any(), "the kernels wrote past the workspace size phase 1 asked for"
     after = _snapshot(bufs)
-    checked = _check_cann_results(sc, before, after, "CANN layer")
+    checked = _check_cann_results(sc, before, after, "CANN layer", ws_span)
     stats["results checked" if checked else "results not compared (unusual bytes)"] += 1
     if repeatable:          # a second run of a repeatable executor gives the same bits (when deterministic)
         for g, (ptr, size) in bufs.items():
@@ -800,10 +804,13 @@ def _phase2(d, sc, rng, objs, bufs, streams, extra, ex, ws_size, stats):
         assert pc.aclrtSynchronizeStream(stream) == OK
         again = _snapshot(bufs)
         if ex.plan.permutes:   # non-deterministic: a fresh order of gradWeight's per-item chains, still right
-            _check_cann_results(sc, before, again, "CANN layer, second run")
+            _check_cann_results(sc, before, again, "CANN layer, second run", ws_span)
         else:
             for g in after:
-                assert np.array_equal(again[g], after[g]), "a repeatable executor gave different bits"
+                keep = np.ones(after[g].size, bool)
+                if ws_span is not None and ws_span[0] == g:
+                    keep[ws_span[1]:ws_span[2]] = False           # the workspace's scratch bytes
+                assert np.array_equal(again[g][keep], after[g][keep]), "a repeatable executor gave different bits"
         assert pc.aclDestroyAclOpExecutor(ex) == 0
     else:                   # a single-use executor is used up
         assert pc.aclnnConvTbcBackward(ws, claim, ex, None) == INVALID
@@ -998,3 +1005,13 @@ def test_fuzz_seeded_smoke(seed):
         cann_property(RandomDrawer(seed * 1000 + i), stats)
         numpy_property(RandomDrawer(seed * 1000 + i), stats)
     assert stats["phase1 0"] > 0 and stats["numpy 0"] > 0
+
+
+def test_workspace_aliasing_only_empty_views_is_not_a_failure(monkeypatch):
+    """Seed 91016323 (kernel threads drawn per example): the workspace lies in a tensor buffer where only empty
+    views are, which phase 2 accepts; the kernels' scratch bytes there are not writes outside the outputs.
+    (The harness used to report them as such: a false failure of bench/fuzz_long.py.)"""
+    monkeypatch.delenv("PYCONVTBC_FUZZ_THREADS", raising=False)
+    stats = collections.Counter()
+    cann_property(RandomDrawer(91016323), stats)
+    assert stats["phase2 0"] == 1 and stats["results checked"] == 1, stats

@@ -44,6 +44,10 @@ class Double(_twophase.Operator):
     def flops(self, shape):
         return shape.T_in
 
+    def planned_views(self, plan):
+        n = plan.shape.T_in
+        return {"x": ((n,), pc.ACL_FLOAT, False), "y": ((n,), pc.ACL_FLOAT, True)}
+
     def run(self, plan, operands, ws_address, ws_size, cancel):
         n = plan.shape.T_in
         if n:

@@ -145,10 +145,34 @@ def test_permutations_that_do_not_fit_are_refused_before_computing(capsys, monke
 
 # ---- 5. a failed write names its file --------------------------------------------------------------------------
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_full_disk_names_the_file(tmp_path, capsys):
+def _full_disk_for(module, name, monkeypatch):
+    """``open`` in ``module`` gives a file whose writes fail with ENOSPC (no file name, as from write() or
+    close()) when the path ends with ``name``.  (A link to /dev/full would do it, but --out refuses links.)"""
+    import builtins
+
+    class Full:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def write(self, *a):
+            raise OSError(28, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+    def fake_open(path, *a, **k):
+        fh = builtins.open(path, *a, **k)
+        return Full(fh) if str(path).endswith(name) else fh
+    monkeypatch.setattr(module, "open", fake_open, raising=False)
+
+
+def test_a_full_disk_names_the_file(tmp_path, capsys, monkeypatch):
+    from pyconvtbc.study import report
     out = tmp_path / "o"
-    out.mkdir()
-    os.symlink("/dev/full", out / "study.csv")            # open() works, the write or close fails: ENOSPC
+    _full_disk_for(report, "study.csv", monkeypatch)
     rc, err, _ = _err(capsys, SMALL + ["--out", str(out), "--no-plots"])
     assert rc == 2 and _one_line_error(err), err
     assert f"writing '{out / 'study.csv'}' failed (No space left on device)" in err and "None" not in err, err
@@ -166,11 +190,11 @@ def test_a_failed_plot_write_names_the_plot(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_full_disk_names_the_file_in_train(tmp_path, capsys):
+def test_a_full_disk_names_the_file_in_train(tmp_path, capsys, monkeypatch):
     pytest.importorskip("torch")
+    from pyconvtbc.study import train
     out = tmp_path / "o"
-    out.mkdir()
-    os.symlink("/dev/full", out / "train.json")
+    _full_disk_for(train, "train.json", monkeypatch)
     rc, err, _ = _err(capsys, ["train", "--steps", "1", "--modes", "torch", "--out", str(out), "--no-plots"])
     assert rc == 2 and f"writing '{out / 'train.json'}' failed" in err and "None" not in err, err
 

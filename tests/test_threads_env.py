@@ -11,7 +11,7 @@ import pytest
 import pyconvtbc as pc
 from pyconvtbc import _op_conv_tbc_backward as api
 from pyconvtbc._kernels import _openmp
-from conftest import make_problem
+from conftest import acl_problem, make_problem, phase1
 
 needs_openmp = pytest.mark.skipif(not pc.have_openmp(), reason="built without OpenMP: always one thread")
 
@@ -82,6 +82,23 @@ def test_bad_environment_value_is_named(monkeypatch, value):
     with pytest.raises(pc.AclnnError, match="PYCONVTBC_NUM_THREADS") as e:
         pc.conv_tbc_backward(*make_problem(), 1)
     assert e.value.status == 161002
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661\u0662", "\uff13", "4\u00b2"])
+def test_non_ascii_digits_in_the_environment_are_named(monkeypatch, value):
+    """Characters str.isdigit accepts but that are not ASCII digits ('²', Arabic-Indic or full-width digits):
+    refused with the variable, the value and the range named (before: int()'s "invalid literal" for '²', and
+    '١٢' read as 12), in both layers."""
+    monkeypatch.setenv("PYCONVTBC_NUM_THREADS", value)
+    expected = f"PYCONVTBC_NUM_THREADS is {value!r}; expected an integer in [1, 1024]"
+    with pytest.raises(ValueError) as e:
+        _openmp.effective_threads()
+    assert str(e.value) == expected
+    with pytest.raises(pc.AclnnError) as e:
+        pc.conv_tbc_backward(*make_problem(), 1)
+    assert e.value.status == 161002 and expected in e.value.message
+    rc, _, ex = phase1(acl_problem(*make_problem())[0])
+    assert rc == 161002 and ex is None and expected in pc.aclGetRecentErrMsg()
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "2", True, 1025, 10 ** 30])

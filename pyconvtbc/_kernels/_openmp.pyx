@@ -49,7 +49,9 @@ def _bad(what, value):
 def _count(value, what):
     if isinstance(value, str) and what == ENV:  # an argument must be an int; only the variable is text
         text = value.strip()
-        if not text.isdigit():  # digits only: no sign, no '1.5', no '1e3'
+        # ASCII digits only: no sign, no '1.5', no '1e3', and none of the other characters str.isdigit accepts
+        # ('²', which int() refuses with a message naming neither the variable nor the range)
+        if not (text.isascii() and text.isdigit()):
             raise ValueError(_bad(what, value))
         value = int(text)
     if isinstance(value, bool) or not hasattr(value, "__index__"):

@@ -115,6 +115,7 @@ def _parser():
     m.add_argument("--threads", type=int, default=None, help=f"kernel threads, 1..{MAX_THREADS} (default: all cores)")
     o = common.add_argument_group("output")
     o.add_argument("--out", metavar="DIR", help="write <prefix>.csv, .json, .md and plots/*.png into DIR")
+    o.add_argument("--force", action="store_true", help="overwrite files an earlier run left in --out")
     o.add_argument("--prefix", default=None,
                    help="file name prefix (default: study for modes, else the sub-command: spread, growth, window)")
     o.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
@@ -201,6 +202,7 @@ def _train_parser():
                    help="torch's intra-op threads during the run (default 1; restored afterwards)")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--out", metavar="DIR", help="write <prefix>.csv (every step), .json and plots/<prefix>_loss.png")
+    p.add_argument("--force", action="store_true", help="overwrite files an earlier run left in --out")
     p.add_argument("--prefix", default=None, help="file name prefix (default: train)")
     p.add_argument("--no-plots", action="store_true", help="do not write the PNG plot")
     p.add_argument("--progress", dest="progress", action="store_const", const=True, default="auto",
@@ -260,7 +262,7 @@ def _train_cli(argv):
             raise ValueError(f"train needs PyTorch: {TORCH_INSTALL}") from None
         if a.out is not None:
             prefix = a.prefix or default_prefix("train")
-            _check_out(a.out, prefix, (".csv", ".json"), [] if a.no_plots else plot_names("train", ()))
+            _check_out(a.out, prefix, (".csv", ".json"), [] if a.no_plots else plot_names("train", ()), a.force)
         modes = _split("--modes", a.modes, tuple(TRAIN_MODES))
         if a.seeds != 1:
             return _train_seeds_cli(a, modes, torch)
@@ -289,7 +291,7 @@ def _train_cli(argv):
     print(res.table(markdown=a.markdown))
     if a.out is not None:
         try:
-            made = _save(res, a.out, a.prefix, not a.no_plots)
+            made = _save(res, a.out, a.prefix, not a.no_plots, a.force)
         except ValueError as e:
             print(f"study train: error: {e}", file=sys.stderr)
             return 2
@@ -315,10 +317,40 @@ def _grid_from_args(a):
     return Grid(**axes)
 
 
-def _check_out(out, prefix, exts, plots=()):
+def _out_files(out, prefix, exts, plots):
+    """The files a run writes into ``out``: <prefix><ext> for each ext, plots/<prefix>_<name>.png for each name."""
+    plots_dir = os.path.join(out, "plots")
+    return ([os.path.join(out, prefix + ext) for ext in exts]
+            + [os.path.join(plots_dir, f"{prefix}_{name}.png") for name in plots])
+
+
+def _check_targets(out, force):
+    """Earlier results and symbolic links where this run writes: a usage error naming the path, unless ``force``
+    (then the files are overwritten, and a link is removed, never written through).  A link in place of the
+    plots/ directory is refused even with ``force``."""
+    plots_dir = os.path.join(out, "plots")
+    if os.path.islink(plots_dir):
+        raise ValueError(f"--out: {plots_dir!r} is a symbolic link; expected a directory (the plots are never "
+                         "written through a link)")
+    for path in _out_targets.get(os.path.abspath(out), ()):
+        if os.path.islink(path):
+            if not force:
+                raise ValueError(f"--out: {path!r} is a symbolic link; expected a fresh file name (the results are "
+                                 "never written through a link), or --force to replace the link by the file")
+            os.unlink(path)
+        elif os.path.lexists(path) and not force:
+            raise ValueError(f"--out: {path!r} exists (an earlier run's results?); expected a fresh --out or "
+                             "--prefix, or --force to overwrite")
+
+
+_out_targets = {}   # abspath(--out) -> the files this run writes there (set by _check_out, read by _save)
+
+
+def _check_out(out, prefix, exts, plots=(), force=False):
     """Create the output directory now, and check that the files to be written there (<prefix><ext> for each
     ext, the plots/ directory and plots/<prefix>_<name>.png for each name of ``plots``) can be: a usage error
-    before any computing when they cannot be."""
+    before any computing when they cannot be, or when they exist (earlier results) or are symbolic links,
+    unless ``force`` (``_check_targets``)."""
     if not out.strip():
         raise ValueError(f"--out: {out!r} is empty; expected a directory path (it is created if missing)")
     if os.path.exists(out) and not os.path.isdir(out):
@@ -339,14 +371,18 @@ def _check_out(out, prefix, exts, plots=()):
             raise ValueError(f"--out: {path!r} is a directory; expected a file name free for the {ext} output")
     for name in plots:
         path = os.path.join(plots_dir, f"{prefix}_{name}.png")
-        if os.path.isdir(path):
+        if os.path.isdir(path) and not os.path.islink(path):
             raise ValueError(f"--out: {path!r} is a directory; expected a file name free for a plot (or "
                              "--no-plots)")
+    _out_targets[os.path.abspath(out)] = _out_files(out, prefix, exts, plots)
+    _check_targets(out, force)
 
 
-def _save(res, out, prefix, plots):
+def _save(res, out, prefix, plots, force=False):
     """res.save(...), with a failure to write (a full disk, a file system that refuses) as a usage error naming
-    the file."""
+    the file.  The targets are checked again first (the run may have taken minutes): no earlier result is
+    overwritten without ``force``, no file is written through a symbolic link."""
+    _check_targets(out, force)
     try:
         return res.save(out, prefix, plots=plots)
     except OSError as e:
@@ -491,7 +527,7 @@ def _cli(argv):
         _warn_non_finite(res)
     if a.out is not None:
         try:
-            made = _save(res, a.out, a.prefix, not a.no_plots)
+            made = _save(res, a.out, a.prefix, not a.no_plots, a.force)
         except ValueError as e:
             print(f"study: error: {e}", file=sys.stderr)
             return 2
@@ -573,7 +609,7 @@ def _run(a):
     if a.out is not None:
         kind_grads = grads or {"spread": ("gradInput", "gradWeight"), "window": ("gradWeight",)}.get(a.command, GRADS)
         _check_out(a.out, a.prefix or default_prefix(a.command), (".csv", ".json", ".md"),
-                   [] if a.no_plots else plot_names(a.command, kind_grads))
+                   [] if a.no_plots else plot_names(a.command, kind_grads), a.force)
     det = None if a.non_deterministic else True
     common = dict(grid=grid, distribution=dist, seed=seed, reference=a.reference, num_threads=a.threads,
                   progress=a.progress)
