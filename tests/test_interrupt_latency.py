@@ -91,8 +91,6 @@ def test_codec_loops_stop_soon_after_sigint(threads):
     _check(res)
 
 
-@pytest.mark.xfail(strict=False, reason="needs the convolution kernels to poll inside long output rows (issue 38, "
-                                        "point 3: the kernel change); remove this mark with it")
 @pytest.mark.parametrize("accumulation", ["cube", "cube_wide"])
 def test_large_cin_forward_stops_soon_after_sigint(accumulation):
     """The forward of issue 38: self (4, 1, 2^22), weight (1, 2^22, 64): each output row reduces 2^22 * 64

@@ -161,6 +161,7 @@ static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
     int cube = F->acc != CT_ACC_SEQ, rnd = ct_round_for(F->w.dt, F->compute);
     float *dst = cube ? F->tk.Wp + co0 * F->K * F->Cin : F->tk.Wp + k * F->Cin * F->Cout + co0 * F->Cin;
     for (int64_t ci = 0; ci < F->Cin; ci++) {
+        if ((ci & (CT_POLL_ROWS - 1)) == CT_POLL_ROWS - 1 && ct_stop(&F->u)) return;   /* bounded work per poll */
         const char *row = F->w.base + k * F->w.s0 + ci * F->w.s1 + co0 * F->w.s2;
         int64_t r = ci;
         if (cube) {
@@ -170,7 +171,10 @@ static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
         F->U->decode_row(row, F->w.s2, F->w.dt, wj, dst + r * wj);
         if (cube) F->U->round_row(dst + r * wj, wj, rnd, F->hbits, F->hrnd);
     }
-    if (!cube) F->U->round_row(dst, F->Cin * wj, rnd, F->hbits, F->hrnd);
+    for (int64_t ci = 0; !cube && ci < F->Cin; ci += CT_POLL_ROWS) {
+        if (ci > 0 && ct_stop(&F->u)) return;
+        F->U->round_row(dst + ci * wj, ct_min(CT_POLL_ROWS, F->Cin - ci) * wj, rnd, F->hbits, F->hrnd);
+    }
 }
 
 /* streamed x, window w: the x rows [*ra, *rz) that output row blocks [w*w_rb, (w+1)*w_rb) read */

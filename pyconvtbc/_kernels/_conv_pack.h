@@ -126,6 +126,7 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
     float v[CT_PO * 64];
     for (int64_t c0 = 0; c0 < P->Cout; c0 += 64) {
         int64_t n = ct_min(64, P->Cout - c0);
+        if (c0 > 0 && c0 % CT_POLL_ROWS == 0 && ct_stop(P)) return;      /* bounded work per poll */
         for (int64_t j = 0; j < wj; j++) {
             const char *row = P->w.base + k * P->w.s0 + (ci0 + j) * P->w.s1 + c0 * P->w.s2;
             P->U->decode_row(row, P->w.s2, P->w.dt, n, v + j * 64);

@@ -142,6 +142,8 @@ typedef struct {
 } ct_plan;
 
 static inline int ct_stop(const ct_plan *P) { return P->poll != NULL && P->poll(P->poll_ctx); }
+/* rows a pack task handles between two polls at most (a power of two): bounded work whatever the channel count */
+#define CT_POLL_ROWS 65536
 
 /* ------------------------------------------------------------------------------------------------ */
 /* plan: sizes, task counts, workspace layout.  Returns 0, or -1 when a size overflows int64.        */
