@@ -139,7 +139,8 @@ int main(void) {
 #ifdef PEAK_X86
         double peak = 0;
         for (int pass = 0; pass < 5; pass++) {     /* best of 5 */
-            double g = isa == CT_ISA_AVX512 ? fma_peak_512(10000000L) : isa == CT_ISA_AVX2 ? fma_peak_256(10000000L) : 0;
+            double g = isa == CT_ISA_AVX512 ? fma_peak_512(10000000L)
+                       : isa == CT_ISA_AVX2   ? fma_peak_256(10000000L) : 0;
             if (g > peak) peak = g;
         }
         if (peak > 0) printf("fma %s %.1f\n", U.name, peak);
@@ -201,9 +202,9 @@ def main():
                   f"{s / c:.2f}x | {'-' if peak is None else f'{100 * c / peak:.0f}%'} |")
     peaks = [isa for isa in isas if ("fma", isa) in rows]
     if peaks:
-        print("\nThe cube form does 9 vector operations per 8 products at k0 = 8 (a block of 8 FMAs, then one add "
-              "into the chain), so where adds share the FMA ports (Intel's cores) its rate is at most 8/9 of the FMA "
-              "peak: " + ", ".join(f"{isa} {rows[('fma', isa)] * 8 / 9:.0f} GFLOP/s" for isa in peaks)
+        print("\nThe cube form does 9 vector operations per 8 products at k0 = 8 (a block of 8 FMAs, then one "
+              "add into the chain), so where adds share the FMA ports (Intel's cores) its rate is at most 8/9 of "
+              "the FMA peak: " + ", ".join(f"{isa} {rows[('fma', isa)] * 8 / 9:.0f} GFLOP/s" for isa in peaks)
               + ".  AMD's Zen cores add on pipes of their own: there the bound is the peak itself.")
     return 0
 
