@@ -1,5 +1,6 @@
-"""pytest plugin for memory-checker runs: pin the kernels' code path (ASAN_ISA=portable|avx2|avx512) before
-every test, so that each vector path runs the whole suite (tests that choose a path themselves still do)."""
+"""pytest plugin for memory-checker runs: pin the kernels' code path (ASAN_ISA: one of
+``pyconvtbc._kernels._conv_tbc.isas()``, e.g. portable, avx2, avx512) before every test, so that each path runs
+the whole suite (tests that choose a path themselves still do)."""
 import os
 
 import pytest
@@ -10,5 +11,5 @@ def _pin_isa():
     from pyconvtbc._kernels import _conv_tbc
     isa = os.environ.get("ASAN_ISA")
     if isa:
-        _conv_tbc._set_isa(isa)
+        _conv_tbc.hooks.set(isa=isa)
     yield

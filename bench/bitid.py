@@ -24,8 +24,7 @@ from pyconvtbc import _numpy_layer as NL
 from pyconvtbc._kernels import _conv_tbc as K
 
 BF16 = ml_dtypes.bfloat16
-ISA_ORDER = ("portable", "avx2", "avx512")
-ISAS = ISA_ORDER[:ISA_ORDER.index(K.isa_supported()) + 1]
+ISAS = K.isas()                 # every instruction set this CPU and build run, portable first
 
 # (T_in, B, Cin, Cout, K, pad): pad > 0, B = 1, odd sizes, DY / W panels (> 32 channels), narrow channels
 # (<= 8, B >= 8: the narrow kernels), ascend950 pieces (small outputs) and gradInput segments (K*Cout >= 32768),

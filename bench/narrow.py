@@ -34,8 +34,7 @@ def main(argv=None):
     from pyconvtbc import _numpy_layer as NL
     from pyconvtbc._kernels import _conv_tbc as K
 
-    order = ["portable", "avx2", "avx512"]
-    isas = [args.isa] if args.isa else [i for i in order[1:order.index(K.isa_supported()) + 1]][::-1] or ["portable"]
+    isas = [args.isa] if args.isa else [i for i in K.isas() if i != "portable"][::-1] or ["portable"]
     variants = [("narrow", "cube", True), ("general", "cube", False), ("sequential", "sequential", True)]
     chip = "" if args.op == "forward" else f", {args.soc}"
     print(f"{args.op}{chip}, {args.threads} thread(s), us per call, medians of {args.passes} passes")
