@@ -2,6 +2,8 @@
 computes from the format definitions, the codes of _codes.h are the Python layers' values, no bare dtype or
 compute literal is left in the kernels, and the codec loops' Tempita template renders the module's functions."""
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,13 @@ def test_codec_template_renders_the_module_functions():
     public = {n for n in dir(_codecs) if callable(getattr(_codecs, n)) and not n.startswith("_")}
     assert set(defs) == public
     assert "GENERATED" in text and "{{" not in text
+
+
+def test_kernel_room_shape_limits():
+    """tools/kernel_metrics.py: no kernel function over 80 lines, no record over 40 fields, no ISA comparison outside
+    the selector (_ukr_select.c)."""
+    tool = ROOT / "tools" / "kernel_metrics.py"
+    if not tool.exists() or not (KERNELS / "_ukr.h").exists():
+        pytest.skip("the kernel sources are not in this tree")
+    r = subprocess.run([sys.executable, str(tool)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -3,7 +3,7 @@ more fields than a limit, and lines that compare an ISA code outside the selecto
 
     python tools/kernel_metrics.py [--max-lines 80] [--max-fields 40]
 
-Exit status 1 when any limit is exceeded (tests/test_generated.py runs it).
+Exit status 1 when any limit is exceeded (tests/test_generated.py::test_kernel_room_shape_limits runs it).
 """
 import argparse
 import pathlib

@@ -22,8 +22,8 @@
  *     chained and added into the output in order.
  * Positions outside the sequence (padding) contribute nothing (they are skipped, not multiplied by 0).
  * Each output element is computed by one task in this order, so no result depends on the thread count, the
- * blocking or the instruction set: the AVX2 and AVX-512 "cube" kernels below and the generic ones (portable
- * builds, and the float64 forms) perform the same operations in the same order
+ * blocking or the instruction set: every table's "cube" kernels (_ukr_<isa>.c) and the generic ones
+ * (_ukr_generic.h: the portable table, and the exact wide forms) perform the same operations in the same order
  * (tests/test_accumulation.py checks every path against an independent model).
  */
 #ifndef PYCONVTBC_CONV_CUBE_H

@@ -5,7 +5,7 @@
  * The forward is a convolution of the same shape as gradInput, so it runs on gradInput's machinery: x is packed
  * like DY (channel panels of 32, rounded to the compute precision C), w like gradInput's weight panels (with the
  * roles of Cin and Cout swapped: no transpose), and the sums are made by the same micro-kernels (ct_gic_rows for
- * the cube forms, ct_gi_ukr for the sequential form) with the tap step +B instead of -B.  A ct_plan `u` holds
+ * the cube forms, the table's gi_seq for the sequential form) with the tap step +B instead of -B.  A ct_plan `u` holds
  * what those micro-kernels read (u.ws.DYp = packed x, u.RO = its rows, u.Cout = the reduction's channel count Cin,
  * u.Cin = the output channels Cout, K, k0, the form, the instruction set).
  *

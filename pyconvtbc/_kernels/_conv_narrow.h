@@ -23,7 +23,7 @@
  * panel.
  */
 
-/* (CT_NW, CT_NB, CT_NR: _conv_gemm.h) */
+/* (CT_NW, CT_NB, CT_NR: _ukr.h) */
 /* ------------------------------------------------------------------------------------------------ */
 /* packs: rows decoded and rounded as on the other paths, then stored channel-major                 */
 #ifndef PYCONVTBC_CONV_NARROW_H

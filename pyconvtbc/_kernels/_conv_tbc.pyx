@@ -2,7 +2,8 @@
 """The aclnnConvTbcBackward kernels: pack/round operands into the workspace, gi/gw/gb, output casts.
 
 Entry points (docs/developer.md, "Kernel entry points"): ``workspace_size`` and ``run``.  The work itself is
-C in ``_conv_gemm.h`` (register-blocked micro-kernels, AVX-512 / AVX2 / portable, chosen at run time); this
+C: the drivers (``_conv_gemm.h`` and the headers it includes, ``_conv_fwd.h``) over the micro-kernel table of the
+instruction set chosen at run time (``_ukr.h``: one ``_ukr_<isa>.c`` each); this
 module checks the arguments, lays out the workspace and schedules the tasks over OpenMP threads (through
 Cython's prange; the shim ``_openmp.pxd`` is the only other place OpenMP is named).
 
@@ -28,7 +29,7 @@ cdef extern from "<pthread.h>" nogil:
     pthread_t pthread_self()
     int pthread_equal(pthread_t a, pthread_t b)
 
-# The scalar codecs (C in _fpround.h, which _conv_gemm.h includes too) and the numeric codes (_codes.h).
+# The scalar codecs (C in _fpround.h, which the kernels include too) and the numeric codes (_codes.h).
 from ._fpround cimport round_hf32, f32_to_f16_bits, f32_to_bf16_bits
 from ._codes cimport (CT_DT_F32, CT_DT_F16, CT_DT_BF16, CT_DT_HIF8, CT_DT_E4M3, CT_C_FP32, CT_C_FP16, CT_C_BF16,
                       CT_HIF8_TA, CT_ACC_SEQ, CT_ACC_CUBE, CT_ACC_WIDE, CT_ACC_RZ)
@@ -149,6 +150,8 @@ _isa_ok = [bool(ct_isa_runs(i)) for i in range(CT_ISA_N)]      # the ISAs this C
 # The micro-kernel table of each ISA this CPU runs (_ukr.h), rebuilt when a variant knob changes (hooks.set);
 # a call takes the one of _knobs.isa.
 cdef ct_ukr _tables[4]
+if CT_ISA_N > 4:                                   # (the table above has one slot per ISA code)
+    raise ImportError(f"pyconvtbc: _tables holds 4 ISAs, the kernels define {CT_ISA_N}")
 cdef ct_ukr_opts _ukr_opts = ct_ukr_opts(gw_pairs=1, gi_rows=0, bcast=0)
 
 
@@ -195,7 +198,7 @@ def isas():
 # calls, never while another thread runs the kernels.
 #   isa           code path: 'avx512', 'avx2', 'portable' (None: the best this CPU has)
 #   parallel_min  work threshold below which a call runs serially (None: PARALLEL_MIN_FLOPS)
-#   blocking      cache-blocking sizes (mci, nci, kci, mcw, ncw, kcw) of _conv_gemm.h; a None entry keeps
+#   blocking      cache-blocking sizes (mci, nci, kci, mcw, ncw, kcw) of _conv_plan.h; a None entry keeps
 #                 that size (None: the defaults).  kci changes gi's summation order (results stay correct,
 #                 bits may change)
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
@@ -827,10 +830,13 @@ cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
     T_in, B, Cin, Cout, K, pad = [int(v) for v in shape]
     compute, hbits, hrnd, hif8_rnd, saturate, acc, k0, pre = (m.compute, m.hbits, m.hrnd, m.hif8_rnd, m.saturate,
                                                                m.acc, m.k0, m.pre)
-    if out_dt not in _FWD_OUT_DTYPES:
-        raise ValueError(f"out: unsupported dtype code {out_dt}")
-    if ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre,
-                   &_tables[_knobs.isa]) != 0:
+    if out_dt not in _FWD_OUT_DTYPES:               # (the forward writes the operand formats only)
+        raise UnsupportedDtype(f"out: unsupported dtype code {out_dt}")
+    cdef int rc = ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre,
+                              &_tables[_knobs.isa])
+    if rc == -2:
+        raise UnsupportedDtype(f"out: unsupported dtype code {out_dt}")
+    if rc != 0:
         raise ValueError(f"invalid or too large forward problem: shape {tuple(shape)!r}, mode {mode!r}")
     F.compute = compute
     F.hbits = hbits

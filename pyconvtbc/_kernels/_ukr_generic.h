@@ -1,5 +1,5 @@
 /* _ukr_generic.h: the generic C of every micro-kernel (any ISA, every form): the portable table's kernels
- * (_ukr_portable.c) and the vector ISAs' fallbacks (8-bit rows, the float64 forms, tails).  Each is the
+ * (_ukr_portable.c) and the vector ISAs' fallbacks (8-bit rows, the exact wide forms, tails).  Each is the
  * definition the vector kernels reproduce bit for bit: one fp32 FMA chain per element in the documented order,
  * or the cube form's blocks.  Static: each ISA file compiles its own copy with its own flags.
  */
@@ -60,7 +60,8 @@ CT_GEN void ct_store_row_port(const float *acc, int64_t n, char *dst, int dt, in
             case CT_DT_F16: { uint16_t h = pct_f32_to_f16_bits(v); memcpy(dst + 2 * i, &h, 2); break; }
             case CT_DT_BF16: { uint16_t h = pct_f32_to_bf16_bits(v); memcpy(dst + 2 * i, &h, 2); break; }
             case CT_DT_HIF8: ((uint8_t *)dst)[i] = pct_f32_to_hif8(v, hif8_rnd, sat); break;
-            case CT_DT_E4M3: ((uint8_t *)dst)[i] = pct_f32_to_e4m3fn(v, sat); break;
+            /* a NaN sum is stored as the positive NaN 0x7F (0xFF stays the code of negative overflow) */
+            case CT_DT_E4M3: ((uint8_t *)dst)[i] = pct_f32_to_e4m3fn(v != v ? fabsf(v) : v, sat); break;
             default: break;
         }
     }
@@ -410,11 +411,7 @@ CT_GEN void ct_canon_nan_port(char *dst, int64_t n, int dt) {
             }
             break;
         }
-        case CT_DT_E4M3:
-            for (int64_t i = 0; i < n; i++)
-                if ((((uint8_t *)dst)[i] & 0x7Fu) == 0x7Fu) ((uint8_t *)dst)[i] = CT_NAN_E4M3;
-            break;
-        default: break;          /* HiFloat8: one NaN code already */
+        default: break;          /* 8-bit codes: set when encoded (ct_store_row_port) */
     }
 }
 
