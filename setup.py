@@ -179,11 +179,46 @@ class BuildExt(build_ext):
             same = False
         if not same:
             self.force = True
+        self._flags = flags
         _compile_in_parallel(self.compiler, _build_jobs())
         super().build_extensions()
         os.makedirs(self.build_temp, exist_ok=True)
         with open(stamp, "w", encoding="utf-8") as f:
             f.write(flags)
+
+    # An editable install (pip install -e) builds in fresh temporary folders every time, so setuptools' own
+    # up-to-date check never holds there and a second `pip install -e` in the same venv recompiled everything.  The
+    # module built in place by the last editable build is reused instead when it is newer than every source and
+    # header and was built with the same flags (recorded beside it in <module>.flags, git-ignored).
+    def build_extension(self, ext):
+        inplace = self._inplace_module(ext)
+        if inplace and self._inplace_current(ext, inplace):
+            target = self.get_ext_fullpath(ext.name)
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copyfile(inplace, target)
+            sys.stderr.write(f"pyconvtbc: {os.path.basename(inplace)} is up to date (same sources and flags): reused\n")
+            return
+        super().build_extension(ext)
+        if inplace:
+            with open(inplace + ".flags", "w", encoding="utf-8") as f:
+                f.write(self._flags)
+
+    def _inplace_module(self, ext):
+        """The in-place path of ext's module in an editable build (else None)."""
+        if not getattr(self, "editable_mode", False):
+            return None
+        build_py = self.get_finalized_command("build_py")
+        return self._get_inplace_equivalent(build_py, ext)[0]
+
+    def _inplace_current(self, ext, inplace):
+        try:
+            with open(inplace + ".flags", encoding="utf-8") as f:
+                if f.read() != self._flags:
+                    return False
+            built = os.path.getmtime(inplace)
+        except OSError:
+            return False
+        return all(os.path.getmtime(src) <= built for src in list(ext.sources) + list(ext.depends or []))
 
 
 KERNELS = os.path.join("pyconvtbc", "_kernels")
