@@ -242,19 +242,37 @@ def _render_templates():
             f.write(text)
 
 
+def _c_is_current(pyx):
+    """Whether Cython's C for ``pyx`` is newer than the project's own Cython sources (the .pyx and every .pxd beside
+    it) and was made by this Cython.  cythonize alone would also compare with the .pxd files of the Cython it
+    runs, which pip installs afresh for every isolated build: an editable reinstall then regenerated (and
+    recompiled) every module."""
+    import Cython
+    c = pyx[:-4] + ".c"
+    try:
+        made = os.path.getmtime(c)
+        with open(c, encoding="utf-8", errors="replace") as f:
+            head = f.readline()
+    except OSError:
+        return False
+    own = [pyx] + glob.glob(os.path.join(KERNELS, "*.pxd"))
+    return f"Cython {Cython.__version__} " in head and all(os.path.getmtime(f) <= made for f in own)
+
+
 def _extensions():
     _render_templates()
-    exts = []
+    exts, current = [], []
     only = [m for m in os.environ.get("PYCONVTBC_ONLY", "").split(",") if m]
     for pyx in sorted(glob.glob(os.path.join(KERNELS, "*.pyx"))):
         name = pyx[:-4].replace(os.sep, ".")
         if only and name.rsplit(".", 1)[-1] not in only:
             continue
         mod = name.rsplit(".", 1)[-1]
-        exts.append(
+        keep = _c_is_current(pyx)
+        (current if keep else exts).append(
             Extension(
                 name,
-                [pyx] + EXTRA_SOURCES.get(mod, []),
+                [pyx[:-4] + ".c" if keep else pyx] + EXTRA_SOURCES.get(mod, []),
                 include_dirs=[numpy.get_include(), KERNELS],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 # the C headers the kernels include (_fpround.h, _fptables.h, _codes.h, _conv_gemm.h, ...):
@@ -262,7 +280,7 @@ def _extensions():
                 depends=sorted(glob.glob(os.path.join(KERNELS, "*.h"))),
             )
         )
-    return cythonize(
+    return current + (cythonize(
         exts,
         language_level=3,
         compiler_directives={
@@ -271,7 +289,7 @@ def _extensions():
             "cdivision": True,
             "initializedcheck": False,
         },
-    )
+    ) if exts else [])
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": BuildExt})
