@@ -27,7 +27,7 @@ from .profiles import COMPUTE_BF16, COMPUTE_FP16, COMPUTE_FP32
 from .runtime import aclrtStream
 from .status import ACLNN_ERR_INNER, int_value, is_int, never_raises, safe_repr
 from .tensor import aclTensor
-from .typing import Accumulation, Array, CubeMathTypeLike, HF32Rounding, HiF8Rounding, SocName
+from .typing import AccumulationOption, BoolOption, HF32RoundingOption, HiF8RoundingOption, IntOption, Accumulation, Array, CubeMathTypeLike, HF32Rounding, HiF8Rounding, SocName
 
 NAMES = ("self", "weight", "bias", "out")
 INPUTS = NAMES[:3]
@@ -306,10 +306,10 @@ def _out_desc(shape, data_type):
 
 def conv_tbc(input: Array, weight: Array, bias: Array, pad: int = 0, *, cube_math_type: CubeMathTypeLike = 0,
              soc: Optional[SocName] = None, num_threads: Optional[int] = None,
-             hf32_rounding: Optional[HF32Rounding] = None, hf32_mantissa_bits: Optional[int] = None,
-             hif8_inputs: bool = False, hif8_rounding: Optional[HiF8Rounding] = None, saturate: Optional[bool] = None,
-             accumulation: Optional[Accumulation] = None, block_size: Optional[int] = None,
-             order_seed: Optional[int] = None) -> Array:
+             hf32_rounding: Optional[HF32RoundingOption] = None, hf32_mantissa_bits: Optional[IntOption] = None,
+             hif8_inputs: bool = False, hif8_rounding: Optional[HiF8RoundingOption] = None, saturate: Optional[BoolOption] = None,
+             accumulation: Optional[AccumulationOption] = None, block_size: Optional[IntOption] = None,
+             order_seed: Optional[IntOption] = None) -> Array:
     """The forward of the TBC convolution as the emulated NPU computes it (CANN's aclnnConvTbc).
 
     ``out[t, b, co] = bias[co] + sum_k sum_ci input[t+k-pad, b, ci] * weight[k, ci, co]``, as ``torch.conv_tbc``.

@@ -24,7 +24,7 @@ from .profiles import promote
 from .runtime import aclrtStream
 from .status import ACLNN_ERR_INNER, never_raises, safe_repr
 from .tensor import aclTensor
-from .typing import (Accumulation, Array, CubeMathTypeLike, GradWeightDtype, HF32Rounding, HiF8Rounding,
+from .typing import (AccumulationOption, BoolOption, HF32RoundingOption, HiF8RoundingOption, IntOption, Accumulation, Array, CubeMathTypeLike, GradWeightDtype, HF32Rounding, HiF8Rounding,
                      SocName)
 
 NAMES = ("self", "input", "weight", "bias", "gradInput", "gradWeight", "gradBias")
@@ -243,10 +243,10 @@ class ConvTbcBackwardResult(NamedTuple):
 def conv_tbc_backward(grad_output: Array, input: Array, weight: Array, bias: Array,
                       pad: int = 0, *, cube_math_type: CubeMathTypeLike = 0, grad_weight_dtype: GradWeightDtype = None,
                       soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
-                      num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
-                      hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
-                      saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
-                      block_size: Optional[int] = None, order_seed: Optional[int] = None
+                      num_threads: Optional[int] = None, hf32_rounding: Optional[HF32RoundingOption] = None,
+                      hf32_mantissa_bits: Optional[IntOption] = None, hif8_rounding: Optional[HiF8RoundingOption] = None,
+                      saturate: Optional[BoolOption] = None, accumulation: Optional[AccumulationOption] = None,
+                      block_size: Optional[IntOption] = None, order_seed: Optional[IntOption] = None
                       ) -> ConvTbcBackwardResult:
     """Gradients of conv_tbc as the emulated NPU computes them (CANN's aclnnConvTbcBackward).
 

@@ -14,7 +14,7 @@ import numpy as np
 from .enums import aclDataType as DT
 from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, int_value, is_int, safe_repr
 from .formats import COMPUTE_PRECISIONS, HF32_ROUNDINGS, HIF8_ROUNDINGS
-from .typing import Accumulation, EmulationOptions, HF32Rounding, HiF8Rounding, SocName
+from .typing import AccumulationOption, BoolOption, HF32RoundingOption, HiF8RoundingOption, IntOption, Accumulation, EmulationOptions, HF32Rounding, HiF8Rounding, SocName
 
 # Compute precision C (declared in the registry, formats.COMPUTE_PRECISIONS; also used by the kernels).
 COMPUTE_FP32, COMPUTE_HF32, COMPUTE_FP16, COMPUTE_BF16 = (c.code for c in COMPUTE_PRECISIONS)
@@ -212,10 +212,10 @@ def _check_option(name, value):
 
 
 if TYPE_CHECKING:  # what type checkers see: the options by name, each with its type (the same call at run time)
-    def set_emulation_options(*, hf32_rounding: Optional[HF32Rounding] = None,
-                              hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
-                              saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
-                              block_size: Optional[int] = None, order_seed: Optional[int] = None) -> None: ...
+    def set_emulation_options(*, hf32_rounding: Optional[HF32RoundingOption] = None,
+                              hf32_mantissa_bits: Optional[IntOption] = None, hif8_rounding: Optional[HiF8RoundingOption] = None,
+                              saturate: Optional[BoolOption] = None, accumulation: Optional[AccumulationOption] = None,
+                              block_size: Optional[IntOption] = None, order_seed: Optional[IntOption] = None) -> None: ...
 else:
     def set_emulation_options(**kwargs):
         """Set process-wide emulation options (read at phase 1): hf32_rounding, hf32_mantissa_bits,

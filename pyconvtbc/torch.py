@@ -41,7 +41,7 @@ from .api import conv_tbc_backward
 from . import codecs, formats as _formats
 from .enums import CubeMathType
 from .status import ACLNN_ERR_PARAM_INVALID, AclnnError, AclnnTypeError, int_value, is_int, safe_repr
-from .typing import Accumulation, GradWeightDtype, HF32Rounding, HiF8Rounding, SocName, TorchCubeMathType
+from .typing import AccumulationOption, BoolOption, HF32RoundingOption, HiF8RoundingOption, IntOption, Accumulation, GradWeightDtype, HF32Rounding, HiF8Rounding, SocName, TorchCubeMathType
 
 __all__ = ["conv_tbc", "ConvTBC", "EMULATION_KEYWORDS"]
 
@@ -181,10 +181,10 @@ if TYPE_CHECKING:  # what type checkers see: the emulation keywords by name and 
     def conv_tbc(input: _torch.Tensor, weight: _torch.Tensor, bias: _torch.Tensor, pad: int = 0, *,
                  cube_math_type: TorchCubeMathType = 0, grad_weight_dtype: GradWeightDtype = None,
                  soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
-                 num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
-                 hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
-                 saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
-                 block_size: Optional[int] = None, order_seed: Optional[int] = None) -> _torch.Tensor: ...
+                 num_threads: Optional[int] = None, hf32_rounding: Optional[HF32RoundingOption] = None,
+                 hf32_mantissa_bits: Optional[IntOption] = None, hif8_rounding: Optional[HiF8RoundingOption] = None,
+                 saturate: Optional[BoolOption] = None, accumulation: Optional[AccumulationOption] = None,
+                 block_size: Optional[IntOption] = None, order_seed: Optional[IntOption] = None) -> _torch.Tensor: ...
 
 
 def conv_tbc(input: "_torch.Tensor", weight: "_torch.Tensor", bias: "_torch.Tensor",  # type: ignore[no-redef]
@@ -278,10 +278,10 @@ class ConvTBC(_torch.nn.Module):
         def __init__(self, in_channels: int, out_channels: int, kernel_size: int, padding: int = 0, *,
                      cube_math_type: TorchCubeMathType = 0, grad_weight_dtype: GradWeightDtype = None,
                      soc: Optional[SocName] = None, deterministic: Optional[bool] = None,
-                     num_threads: Optional[int] = None, hf32_rounding: Optional[HF32Rounding] = None,
-                     hf32_mantissa_bits: Optional[int] = None, hif8_rounding: Optional[HiF8Rounding] = None,
-                     saturate: Optional[bool] = None, accumulation: Optional[Accumulation] = None,
-                     block_size: Optional[int] = None, order_seed: Optional[int] = None) -> None: ...
+                     num_threads: Optional[int] = None, hf32_rounding: Optional[HF32RoundingOption] = None,
+                     hf32_mantissa_bits: Optional[IntOption] = None, hif8_rounding: Optional[HiF8RoundingOption] = None,
+                     saturate: Optional[BoolOption] = None, accumulation: Optional[AccumulationOption] = None,
+                     block_size: Optional[IntOption] = None, order_seed: Optional[IntOption] = None) -> None: ...
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int,  # type: ignore[no-redef]
                  padding: int = 0, **emulation: Any) -> None:

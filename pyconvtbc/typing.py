@@ -45,6 +45,14 @@ GradWeightDtype = Optional[Union[GradWeightDtypeName, int, "np.dtype[Any]", Type
 (``ml_dtypes.float8_e4m3fn``, ``en_dtypes.hifloat8``)."""
 
 Array = NDArray[Any]
+#: the emulation keywords also take "default": the built-in default, whatever set_emulation_options says
+#: (None: the process-wide value)
+Default = Literal["default"]
+IntOption = Union[int, Default]
+BoolOption = Union[bool, Default]
+AccumulationOption = Union[Accumulation, Default]
+HF32RoundingOption = Union[HF32Rounding, Default]
+HiF8RoundingOption = Union[HiF8Rounding, Default]
 """An array argument or result of the NumPy layer (float32, float16, bfloat16, 8-bit codes)."""
 
 

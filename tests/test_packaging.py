@@ -24,9 +24,14 @@ from conftest import load_repo_module
 import pyconvtbc
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_COPY = shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.o", "*.html", "__pycache__", ".git", ".venv*",
-                                   "build", "dist", "*.egg-info", ".pytest_cache", ".hypothesis", "results",
-                                   "study_out")
+_SKIP = shutil.ignore_patterns("*.so", "*.pyd", "*.o", "*.html", "__pycache__", ".git", ".venv*",
+                               "build", "dist", "*.egg-info", ".pytest_cache", ".hypothesis", "results",
+                               "study_out", "*.so.flags")
+
+
+def SKIP_COPY(folder, names):
+    """Build outputs and caches; Cython's generated C, not the kernel room's hand-written _ukr_*.c sources."""
+    return set(_SKIP(folder, names)) | {n for n in names if n.endswith(".c") and not n.startswith("_ukr_")}
 
 
 def _load_check_build():

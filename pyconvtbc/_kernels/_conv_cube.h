@@ -90,9 +90,8 @@ static inline void ct_tile_add(float *dst, int64_t ldd, const float *src, int64_
 /* gi task (cube model): rows [R0, R1) x ci [J0, J1), rows r = t*B + b.  cb: the task's fp32 tile(s) in the
  * thread's buffer. */
 static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
-    int64_t rb = task / P->tk.n_gi_jb, jbk = task % P->tk.n_gi_jb;
-    int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
-    int64_t J0 = jbk * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
+    ct_rows_tile rt = ct_rows_task(task, P->tk.n_gi_jb, P->RI, P->Cin);
+    int64_t R0 = rt.R0, R1 = rt.R1, J0 = rt.J0, J1 = rt.J1, nc = J1 - J0;
     int64_t ld = P->tk.gi_ld, rows = R1 - R0;
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
     int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;
@@ -324,13 +323,9 @@ static void ct_gwc_task(const ct_plan *P, int64_t task, float *cb) {
     float *cbase = cb;                           /* the thread's buffer: task tile, then the chain tile */
     int64_t piece = 0;
     if (P->sm.gw_pieces > 1) { piece = task / P->tk.n_gw1; task %= P->tk.n_gw1; }
-    int64_t per_k = P->tk.n_gw_ib * P->tk.n_gw_ob;
-    int64_t kg = task / per_k, rem = task % per_k;
-    int64_t ib = rem / P->tk.n_gw_ob, ob = rem % P->tk.n_gw_ob;
+    ct_gw_range g = ct_gw_task_range(P, task);
     ct_gw_tile T;
-    T.k0 = kg * P->tk.gw_kg; T.G = ct_min(P->tk.gw_kg, P->K - T.k0);
-    T.I0 = ib * P->tk.gw_mc; T.I1 = ct_min(P->Cin, T.I0 + P->tk.gw_mc);
-    T.C0 = ob * P->tk.gw_nc; T.C1 = ct_min(P->Cout, T.C0 + P->tk.gw_nc);
+    T.k0 = g.k0; T.G = g.G; T.I0 = g.I0; T.I1 = g.I1; T.C0 = g.C0; T.C1 = g.C1;
     int64_t nc = T.C1 - T.C0;
     T.cb = cb; T.ld = P->tk.gw_ld; T.tile = (T.I1 - T.I0) * T.ld;
     int direct = P->gw_dt == CT_DT_F32;

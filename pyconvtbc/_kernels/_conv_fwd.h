@@ -91,15 +91,13 @@ static int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t 
     F->tk.n_cbuf = tile > 0 && F->tk.n_comp > 0 ? F->tk.nthreads_max : 0;
     F->u.ws.dy_ps = F->RI;
     if (prod && ct_win_force >= 0 && (ct_win_force > 0 || nx > CT_WIN_BYTES / 4)) {
-        int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cin);
-        int64_t halo = ct_mul_ok(K - 1, B, &ok);
-        int64_t w_rb = ct_max(1, (target - halo) / CT_MCI);
-        int64_t rows = ct_min(F->RI, ct_min(w_rb, F->tk.n_rb) * CT_MCI + halo);
+        ct_window W = ct_window_plan(ct_window_target(Cin), K, B, F->tk.n_rb, F->RI, &ok);
+        int64_t rows = W.rows;
         if (ok && rows < F->RI) {
             F->win = 1;
             F->win_rows = F->u.ws.dy_ps = rows;
-            F->w_rb = w_rb;
-            F->n_w = ct_cdiv(F->tk.n_rb, w_rb);
+            F->w_rb = W.w_rb;
+            F->n_w = ct_cdiv(F->tk.n_rb, W.w_rb);
             nx = ct_mul_ok(rows, Cin, &ok);
         }
     }
@@ -179,11 +177,7 @@ static void ct_fwd_pack_w(const ct_fwd *F, int64_t task) {
 
 /* streamed x, window w: the x rows [*ra, *rz) that output row blocks [w*w_rb, (w+1)*w_rb) read */
 static void ct_fwd_win_rows(const ct_fwd *F, int64_t w, int64_t *ra, int64_t *rz) {
-    int64_t rb0 = w * F->w_rb, rb1 = ct_min(F->tk.n_rb, rb0 + F->w_rb);
-    int64_t R0 = rb0 * CT_MCI, R1 = ct_min(F->RO, rb1 * CT_MCI);
-    *ra = ct_max(0, R0 - F->pad * F->B);
-    *rz = ct_min(F->RI, R1 + (F->K - 1 - F->pad) * F->B);
-    if (*ra > *rz) *ra = *rz;
+    ct_window_rows(w, F->w_rb, F->tk.n_rb, F->RO, F->RI, F->B, -F->pad, F->K - 1 - F->pad, ra, rz);
 }
 
 /* window w: sets u.ws.dy_r0; returns its pack tasks (CT_PR rows x panel); its compute tasks are
@@ -199,9 +193,7 @@ static void ct_fwd_win_pack(const ct_fwd *F, int64_t w, int64_t task) {
     if (ct_stop(&F->u)) return;
     int64_t ra, rz;
     ct_fwd_win_rows(F, w, &ra, &rz);
-    int64_t c = task / F->tk.nxq, q = task % F->tk.nxq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
-    int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, F->Cin - c0);
-    ct_pack_rows(&F->u, &F->x, F->Cin, r0, r1 - r0, c0, wq, F->tk.Xp + q * F->u.ws.dy_ps * CT_PO + (r0 - ra) * wq);
+    ct_window_pack(&F->u, &F->x, F->Cin, F->tk.Xp, F->tk.nxq, ra, rz, task);
 }
 
 /* narrow channels: rows [r0, r1) of x, every channel, into Xp[ci][u.nr.nlo], rounded to C */
@@ -224,7 +216,7 @@ static void ct_fwd_pack_task(const ct_fwd *F, int64_t task) {
 /* The sequential form's reduction channels per micro-kernel call at most, between two polls of the interruption
  * flag: a call's work is then bounded whatever Cin is (rows x CT_SEQ_POLL_C x 32 FMAs, about a millisecond).
  * Chains go on in the output tile from call to call: the same operations in the same order. */
-#define CT_SEQ_POLL_C 65536
+#define CT_SEQ_POLL_C ((int64_t)1 << 16)
 
 /* output rows [u, v) of tap k alone (rows whose taps are not all valid): channels in chunks, polling between them */
 static void ct_fwd_rows(const ct_fwd *F, int64_t u, int64_t v, int64_t R0, int64_t j0, int64_t wj, int64_t k,
@@ -266,9 +258,8 @@ static void ct_fwd_task(const ct_fwd *F, int64_t task, float *cb) {
                         F->saturate);
         return;
     }
-    int64_t rb = task / F->tk.n_jb, jbk = task % F->tk.n_jb;
-    int64_t R0 = rb * CT_MCI, R1 = ct_min(F->RO, R0 + CT_MCI);
-    int64_t J0 = jbk * CT_NCI, J1 = ct_min(F->Cout, J0 + CT_NCI), nc = J1 - J0;
+    ct_rows_tile rt = ct_rows_task(task, F->tk.n_jb, F->RO, F->Cout);
+    int64_t R0 = rt.R0, R1 = rt.R1, J0 = rt.J0, J1 = rt.J1, nc = J1 - J0;
     float *ch = cb;
     int64_t ld = F->tk.tile_ld;
     if (F->direct) { ch = (float *)F->out + R0 * F->Cout + J0; ld = F->Cout; }

@@ -89,7 +89,7 @@ static void ct_finish_gb(const ct_plan *P) {
 
 /* Last: every NaN of the outputs to its format's canonical NaN (_ukr.h, CT_NAN_*), so that no output bit depends
  * on the operands' NaN payloads or the CPU's default NaN.  Tasks of CT_CANON_CHUNK elements: gi, gw, then gb. */
-#define CT_CANON_CHUNK 65536
+#define CT_CANON_CHUNK ((int64_t)1 << 16)
 static int64_t ct_canon_ntasks(const ct_plan *P) {
     return ct_cdiv(P->RI * P->Cin, CT_CANON_CHUNK) + ct_cdiv(P->K * P->Cin * P->Cout, CT_CANON_CHUNK) +
            ct_cdiv(P->Cout, CT_CANON_CHUNK);

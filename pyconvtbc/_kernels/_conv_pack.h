@@ -143,4 +143,13 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
     }
 }
 
+/* pack task `task` of a window holding operand rows [ra, rz): CT_PR rows of panel q (nq panels of the C channels
+ * of source S), at panel row r - ra of `panels` (V: the plan whose sizes, rounding and micro-kernels pack) */
+static void ct_window_pack(const ct_plan *V, const ct_src *S, int64_t C, float *panels, int64_t nq, int64_t ra,
+                           int64_t rz, int64_t task) {
+    int64_t c = task / nq, q = task % nq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
+    int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, C - c0);
+    ct_pack_rows(V, S, C, r0, r1 - r0, c0, wq, panels + q * V->ws.dy_ps * CT_PO + (r0 - ra) * wq);
+}
+
 #endif /* PYCONVTBC_CONV_PACK_H */

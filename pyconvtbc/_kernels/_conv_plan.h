@@ -143,7 +143,7 @@ typedef struct {
 
 static inline int ct_stop(const ct_plan *P) { return P->poll != NULL && P->poll(P->poll_ctx); }
 /* rows a pack task handles between two polls at most (a power of two): bounded work whatever the channel count */
-#define CT_POLL_ROWS 65536
+#define CT_POLL_ROWS ((int64_t)1 << 16)
 
 /* ------------------------------------------------------------------------------------------------ */
 /* plan: sizes, task counts, workspace layout.  Returns 0, or -1 when a size overflows int64.        */
@@ -259,6 +259,38 @@ static int ct_plan_pieces(ct_plan *P, const ct_geom *g, int prod) {
     return ok ? 0 : -1;
 }
 
+/* Streamed operands, one planner for both (the backward's DY: _conv_stream.h; the forward's x: _conv_fwd.h).  An
+ * output pass over row blocks of CT_MCI rows (rows r = t*B + b) reads, for output row r, the operand rows r + lo*B ..
+ * r + hi*B (the K taps: hi - lo = K - 1).  When the operand's packed copy would be too large, it is packed one
+ * window at a time: a window holds the operand rows of w_rb whole output row blocks (and the K - 1 time steps
+ * around them), t-major, at panel row r - ra.  Only where the packed rows live changes, never an operation or
+ * its order. */
+/* windows of about this many rows for C channels: the test hook's size, else CT_WIN_BYTES of packed rows */
+static inline int64_t ct_window_target(int64_t C) {
+    return ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / ct_max(1, C));
+}
+
+/* w_rb: output row blocks per window (of nrb); rows: a window's capacity in operand rows (of RA) */
+typedef struct { int64_t w_rb, rows; } ct_window;
+static ct_window ct_window_plan(int64_t target, int64_t K, int64_t B, int64_t nrb, int64_t RA, int *ok) {
+    int64_t halo = ct_mul_ok(K - 1, B, ok);
+    ct_window W;
+    W.w_rb = ct_max(1, (target - halo) / CT_MCI);
+    W.rows = ct_min(RA, ct_min(W.w_rb, nrb) * CT_MCI + halo);
+    return W;
+}
+
+/* the operand rows [*ra, *rz) (of RA) that window w's output rows (row blocks [w*w_rb, (w+1)*w_rb) of nrb, R rows
+ * in all) read: their rows shifted by lo*B .. hi*B */
+static void ct_window_rows(int64_t w, int64_t w_rb, int64_t nrb, int64_t R, int64_t RA, int64_t B, int64_t lo,
+                           int64_t hi, int64_t *ra, int64_t *rz) {
+    int64_t rb0 = w * w_rb, rb1 = ct_min(nrb, rb0 + w_rb);
+    int64_t R0 = rb0 * CT_MCI, R1 = ct_min(R, rb1 * CT_MCI);
+    *ra = ct_max(0, R0 + lo * B);
+    *rz = ct_min(RA, R1 + hi * B);
+    if (*ra > *rz) *ra = *rz;
+}
+
 /* DY streamed in windows (_conv_stream.h) when its packed copy would exceed CT_WIN_BYTES.  Pass 1 (gi) windows hold
  * whole gi row blocks plus the K-1 time steps around them that their taps read; pass 2 (gw) windows are whole
  * blocks of k0 chain rows (layout-0 cube forms: whole items, or k0-aligned t ranges of one item), so no block and
@@ -267,10 +299,9 @@ static void ct_plan_stream(ct_plan *P, int gw_buf, ct_sizes *Z, int *ok) {
     int64_t B = P->B, K = P->K, Cout = P->Cout, acc = P->sm.acc;
     P->ws.dy_ps = P->RO;
     if (!Z->prod || ct_win_force < 0) return;
-    int64_t target = ct_win_force > 0 ? ct_win_force : ct_max(1, CT_WIN_BYTES / 4 / Cout);
-    int64_t halo = ct_mul_ok(K - 1, B, ok);
-    int64_t w1_rb = ct_max(1, (target - halo) / CT_MCI);
-    int64_t rows1 = ct_min(P->RO, ct_min(w1_rb, P->tk.n_gi_rb) * CT_MCI + halo);
+    int64_t target = ct_window_target(Cout);
+    ct_window W1 = ct_window_plan(target, K, B, P->tk.n_gi_rb, P->RO, ok);    /* pass 1: gi's row blocks */
+    int64_t w1_rb = W1.w_rb, rows1 = W1.rows;
     int64_t ka = acc == CT_ACC_SEQ ? 1 : P->sm.k0;
     int64_t w2 = ct_max(ka, target / ka * ka), rows2, n_w2, items = 0;
     if (acc != CT_ACC_SEQ && P->sm.layout == 0) {
@@ -446,6 +477,29 @@ static inline int ct_round_for(int dt, int compute) {
     return compute;
 }
 
+
+/* The tiles of the compute tasks, decoded in one place.  A row task (gradInput; the forward's output) of nj
+ * column blocks: rows [R0, R1) of R x columns [J0, J1) of J (blocks of CT_MCI rows x CT_NCI columns). */
+typedef struct { int64_t R0, R1, J0, J1; } ct_rows_tile;
+static inline ct_rows_tile ct_rows_task(int64_t task, int64_t nj, int64_t R, int64_t J) {
+    ct_rows_tile t;
+    int64_t rb = task / nj, jb = task % nj;
+    t.R0 = rb * CT_MCI; t.R1 = ct_min(R, t.R0 + CT_MCI);
+    t.J0 = jb * CT_NCI; t.J1 = ct_min(J, t.J0 + CT_NCI);
+    return t;
+}
+/* a gradWeight task: taps [k0, k0 + G) x ci [I0, I1) x co [C0, C1) */
+typedef struct { int64_t k0, G, I0, I1, C0, C1; } ct_gw_range;
+static inline ct_gw_range ct_gw_task_range(const ct_plan *P, int64_t task) {
+    ct_gw_range g;
+    int64_t per_k = P->tk.n_gw_ib * P->tk.n_gw_ob;
+    int64_t kg = task / per_k, rem = task % per_k;
+    int64_t ib = rem / P->tk.n_gw_ob, ob = rem % P->tk.n_gw_ob;
+    g.k0 = kg * P->tk.gw_kg; g.G = ct_min(P->tk.gw_kg, P->K - g.k0);
+    g.I0 = ib * P->tk.gw_mc; g.I1 = ct_min(P->Cin, g.I0 + P->tk.gw_mc);
+    g.C0 = ob * P->tk.gw_nc; g.C1 = ct_min(P->Cout, g.C0 + P->tk.gw_nc);
+    return g;
+}
 
 /* sequential gradInput rows per micro-tile for a panel of n columns */
 static inline int64_t ct_gi_mr(const ct_ukr *U, int64_t n) { return n <= 16 ? U->gi_mr_narrow : U->gi_mr_wide; }

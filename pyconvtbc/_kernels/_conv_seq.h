@@ -27,9 +27,8 @@ static void ct_gi_rows_per_k(const ct_plan *P, int64_t u, int64_t v, int64_t R0,
 /* gi task: rows [R0, R1) x ci [J0, J1).  Per element the order is: co block (CT_KCI) ascending, then k
  * ascending (valid k only), then co ascending within the block: one fp32 FMA chain. */
 static void ct_gi_task(const ct_plan *P, int64_t task, float *cb) {
-    int64_t rb = task / P->tk.n_gi_jb, jb = task % P->tk.n_gi_jb;
-    int64_t R0 = rb * CT_MCI, R1 = ct_min(P->RI, R0 + CT_MCI);
-    int64_t J0 = jb * CT_NCI, J1 = ct_min(P->Cin, J0 + CT_NCI), nc = J1 - J0;
+    ct_rows_tile rt = ct_rows_task(task, P->tk.n_gi_jb, P->RI, P->Cin);
+    int64_t R0 = rt.R0, R1 = rt.R1, J0 = rt.J0, J1 = rt.J1, nc = J1 - J0;
     int64_t ld = P->tk.gi_ld;
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
     int direct = P->gi_dt == CT_DT_F32 && pre == CT_C_FP32;   /* accumulate in the output itself */
@@ -89,12 +88,8 @@ static inline void ct_gw_part(const ct_plan *P, int64_t k, int64_t nk, int64_t p
  * reused by every k and ci of the task), then co panels (a DY micro-panel stays in L1), then k, then ci panels.
  * Per element the order is rows ascending: one fp32 FMA chain, whatever the blocking. */
 static void ct_gw_task(const ct_plan *P, int64_t task, float *cb) {
-    int64_t per_k = P->tk.n_gw_ib * P->tk.n_gw_ob;
-    int64_t kg = task / per_k, rem = task % per_k;
-    int64_t ib = rem / P->tk.n_gw_ob, ob = rem % P->tk.n_gw_ob;
-    int64_t k0 = kg * P->tk.gw_kg, G = ct_min(P->tk.gw_kg, P->K - k0);
-    int64_t I0 = ib * P->tk.gw_mc, I1 = ct_min(P->Cin, I0 + P->tk.gw_mc);
-    int64_t C0 = ob * P->tk.gw_nc, C1 = ct_min(P->Cout, C0 + P->tk.gw_nc), nc = C1 - C0;
+    ct_gw_range g = ct_gw_task_range(P, task);
+    int64_t k0 = g.k0, G = g.G, I0 = g.I0, I1 = g.I1, C0 = g.C0, C1 = g.C1, nc = C1 - C0;
     int64_t ld = P->tk.gw_ld, tile = (I1 - I0) * ld;
     int direct = P->gw_dt == CT_DT_F32;                      /* accumulate in the output itself */
     if (direct || P->st.win) {                  /* (streamed DY: in gw's fp32 sums at pcb, cast by ct_tree_task) */

@@ -25,13 +25,9 @@ static void ct_win_pack_rows(const ct_plan *P, int64_t q, int64_t r, int64_t n) 
     ct_pack_rows(P, &P->dy, P->Cout, r, n, co0, wq, P->ws.DYp + q * P->ws.dy_ps * CT_PO + (r - P->ws.dy_r0) * wq);
 }
 
-/* The DY rows [*ra, *rz) that gi row blocks [rb0, rb1) read: their rows shifted by pad - k for every tap k */
+/* The DY rows [*ra, *rz) that gi window w's row blocks read: their rows shifted by pad - k for every tap k */
 static void ct_win1_rows(const ct_plan *P, int64_t w, int64_t *ra, int64_t *rz) {
-    int64_t rb0 = w * P->st.w1_rb, rb1 = ct_min(P->tk.n_gi_rb, rb0 + P->st.w1_rb);
-    int64_t R0 = rb0 * CT_MCI, R1 = ct_min(P->RI, rb1 * CT_MCI);
-    *ra = ct_max(0, R0 + (P->pad - P->K + 1) * P->B);
-    *rz = ct_min(P->RO, R1 + P->pad * P->B);
-    if (*ra > *rz) *ra = *rz;
+    ct_window_rows(w, P->st.w1_rb, P->tk.n_gi_rb, P->RI, P->RO, P->B, P->pad - P->K + 1, P->pad, ra, rz);
 }
 
 /* pass 1, window w: sets dy_r0; returns its pack tasks (CT_PR rows x panel); its gi tasks are
@@ -47,8 +43,7 @@ static void ct_win1_pack(const ct_plan *P, int64_t w, int64_t task) {
     if (ct_stop(P)) return;
     int64_t ra, rz;
     ct_win1_rows(P, w, &ra, &rz);
-    int64_t c = task / P->tk.nq, q = task % P->tk.nq, r = ra + c * CT_PR;
-    ct_win_pack_rows(P, q, r, ct_min(CT_PR, rz - r));
+    ct_window_pack(P, &P->dy, P->Cout, P->ws.DYp, P->tk.nq, ra, rz, task);
 }
 
 /* pass 2, window w: sets its rows (w_r0, w_r1 and dy_r0; or items w_b0..w_b1 x t's w_t0..w_t1); returns its
