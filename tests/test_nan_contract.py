@@ -19,8 +19,7 @@ from pyconvtbc._kernels import _conv_tbc as K
 import nan_grid as G
 from reference import conv_tbc_backward_ref, conv_tbc_ref, round_operand
 
-_ORDER = ("portable", "avx2", "avx512")
-ISAS = _ORDER[:_ORDER.index(K.isa_supported()) + 1]
+ISAS = K.isas()                  # every instruction set this CPU and build run, portable first
 # (isa, threads): every ISA serially, the best one with two threads (parallel_min=0 forces the parallel path)
 RUNS = [(isa, 1) for isa in ISAS] + [(ISAS[-1], 2)]
 
