@@ -22,9 +22,9 @@
 #            in CACHE_DIR/pip; wheels only, nothing is compiled under emulation).
 #   src      this repository's files (tracked and untracked-not-ignored: what `git status` would show) copied into
 #            CACHE_DIR/src; only files whose bytes changed are rewritten, so an unchanged tree rebuilds nothing.
-#   build    `pip wheel` of that copy by the arm64 Python, as a user's `pip install` would build it: setup.py
+#   build    `pip install` of that copy into the venv by the arm64 Python, as a user's would build it: setup.py
 #            decides the sources and flags; the compiler is aarch64-linux-gnu-gcc, the CC that the arm64
-#            Python's sysconfig names.  The wheel is installed into the venv.
+#            Python's sysconfig names.  Skipped when the package's files are those of the last install.
 #   test     the test subset marked `emulation` (tests/conftest.py says which tests and why), run by pytest under
 #            qemu from outside the source tree against the installed wheel.
 #   compare  (when COMPARE_PYTHON names an x86 Python with pyconvtbc installed) the SHA-256 of every case of the
@@ -146,7 +146,7 @@ step_venv() {
     if [[ -x $VENV/bin/python ]] && "$VENV/bin/python" -m pip --version > /dev/null 2>&1; then
         log "venv: present"; return
     fi
-    rm -rf "$VENV"
+    rm -rf "$VENV" "$CACHE/installed.sha256"
     "$SYSROOT/usr/bin/python3.11" -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip
 }
@@ -183,25 +183,34 @@ step_src() {
     log "src: $(wc -l < "$now") files, $changed copied"
 }
 
+build_inputs_hash() {  # what the built package depends on: the package's files and the build files
+    (cd "$SRC" && grep -E '^(pyconvtbc/|setup.py$|pyproject.toml$|MANIFEST.in$)' "$CACHE/src-files.txt" |
+        tr '\n' '\0' | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+}
+
 step_build() {
-    # pip builds the wheel as it would for a user (setup.py: sources, flags, the OpenMP probe); the arm64
+    # pip installs the copy as it would for a user (setup.py: sources, flags, the OpenMP probe); the arm64
     # Python's sysconfig names CC=aarch64-linux-gnu-gcc, an x86-64 program.  The emulated Python sees the
     # sysroot as / (qemu's QEMU_LD_PREFIX lookup), so the include directory it names is /usr/include/python3.11,
     # a host path: the sysroot's Python.h and its aarch64 pyconfig.h (<aarch64-linux-gnu/python3.11/pyconfig.h>)
-    # come first through CFLAGS.
-    rm -rf "$CACHE/wheels"
+    # come first through CFLAGS.  The build folder stays in the copy, so only what changed is recompiled, and
+    # nothing at all (not even pip, slow under emulation) when the package's files are those last installed.
+    local stamp=$CACHE/installed.sha256 want
+    want=$(build_inputs_hash)
+    if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then log "build: installed package up to date"; return; fi
+    rm -f "$stamp"
     local rc=0
-    (cd "$SRC" && CFLAGS="-I$SYSROOT/usr/include/python3.11 -I$SYSROOT/usr/include" "$VENV/bin/python" -m pip wheel -v --no-build-isolation \
-        --no-deps -w "$CACHE/wheels" .) > "$CACHE/build.log" 2>&1 || rc=$?
+    (cd "$SRC" && CFLAGS="-I$SYSROOT/usr/include/python3.11 -I$SYSROOT/usr/include" "$VENV/bin/python" -m pip \
+        install -v --no-build-isolation --no-deps --force-reinstall .) > "$CACHE/build.log" 2>&1 || rc=$?
     if [[ $rc -ne 0 ]]; then tail -40 "$CACHE/build.log"; die "build failed (log: $CACHE/build.log)"; fi
-    grep -E "pyconvtbc: |warning:" "$CACHE/build.log" >&2 || true
+    grep -E "pyconvtbc: |(error|warning): " "$CACHE/build.log" | grep -v "byte-compiling is disabled" >&2 || true
     grep -q "pyconvtbc: building with OpenMP on" "$CACHE/build.log" || die "the aarch64 build has no OpenMP"
-    "$VENV/bin/python" -m pip install -q --no-deps --force-reinstall "$CACHE"/wheels/pyconvtbc-*linux_aarch64.whl
     (cd "$CACHE" && "$VENV/bin/python" -c '
 import platform
 from pyconvtbc._kernels import _conv_tbc as m, _openmp as o
 assert platform.machine() == "aarch64" and o.have_openmp(), (platform.machine(), o.have_openmp())
 print("aarch64: built", m.__file__, "isa", m.isa(), "openmp", o.have_openmp())')
+    echo "$want" > "$stamp"
 }
 
 step_test() {
