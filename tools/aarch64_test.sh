@@ -2,15 +2,15 @@
 # Cross-build pyconvtbc for aarch64 (64-bit ARM Linux) and run the emulation test subset under qemu-user, on an
 # x86-64 Debian 12 machine.
 #
-#   tools/aarch64_test.sh [CACHE_DIR]          # default CACHE_DIR: $PYCONVTBC_AARCH64_CACHE or ~/.cache/pyconvtbc-aarch64
-#   STEPS="build test" tools/aarch64_test.sh    # only some steps (names: apt binfmt sysroot venv deps src build test)
-#   PYTEST_ARGS="-x -k narrow" tools/aarch64_test.sh   # extra pytest arguments for the test step
+#   tools/aarch64_test.sh [CACHE_DIR]     # default: $PYCONVTBC_AARCH64_CACHE, else ~/.cache/pyconvtbc-aarch64
+#   STEPS="build test" tools/aarch64_test.sh    # only these steps (apt binfmt sysroot venv deps src build test compare)
+#   PYTEST_ARGS="-x -k 'narrow or hooks'" tools/aarch64_test.sh   # extra pytest arguments (shell words)
 #   COMPARE_PYTHON=/path/to/x86/venv/bin/python tools/aarch64_test.sh   # also step compare (below)
 #
 # What it does, each step skipping what is already in place (so a rerun only re-syncs, rebuilds what changed and
 # tests):
-#   apt      Debian's cross compiler (gcc-aarch64-linux-gnu) and qemu-user-static; dpkg's arm64 foreign
-#            architecture (needed to download arm64 .debs).  Needs root, or sudo.
+#   apt      Debian's cross compiler (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross) and qemu-user-static; dpkg's
+#            arm64 foreign architecture (needed to download arm64 .debs).  Needs root, or sudo.
 #   binfmt   registers qemu-aarch64 with binfmt_misc (system-wide), so that the arm64 Python can start arm64
 #            children: pip's build backend, setup.py's OpenMP probe, tests that start sys.executable.
 #   sysroot  the arm64 .debs of python3.11 and the libraries it and the extension load, downloaded into
@@ -26,14 +26,15 @@
 #            decides the sources and flags; the compiler is aarch64-linux-gnu-gcc, the CC that the arm64
 #            Python's sysconfig names.  Skipped when the package's files are those of the last install.
 #   test     the test subset marked `emulation` (tests/conftest.py says which tests and why), run by pytest under
-#            qemu from outside the source tree against the installed wheel.
+#            qemu from outside the source tree, against the installed package.
 #   compare  (when COMPARE_PYTHON names an x86 Python with pyconvtbc installed) the SHA-256 of every case of the
 #            NaN-contract grid (tests/nan_grid.py: NaN / Inf / subnormal inputs, both operators) from the aarch64
 #            build and from that Python's x86 build: they must be equal case by case.
 #
 # Writes only under CACHE_DIR, apart from the apt packages, dpkg's architecture list and the binfmt_misc entry.
-# Delete CACHE_DIR to start over.  Times (2-core AMD EPYC, Zen 4; see docs/developer.md): a cold run with the
-# apt packages absent about 16 minutes, a warm rerun with no source change about 7 minutes (nearly all tests).
+# Delete CACHE_DIR to start over.  Times on a 2-core AMD EPYC (Zen 4) shared with other jobs (load average about
+# 8), 2026-12-06: without the apt packages and with an empty CACHE_DIR 845 s (apt 30, sysroot 23, venv 114,
+# deps 98, build 141, test 406, compare 30); a rerun with nothing changed spends 7 s before the tests.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,7 +51,6 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-1500}
 
 export QEMU_LD_PREFIX=$SYSROOT             # where qemu-aarch64 finds the arm64 loader and shared libraries
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_CACHE_DIR=$CACHE/pip PIP_NO_INPUT=1
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 log() { printf 'aarch64: [%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -65,7 +65,9 @@ binfmt_ok() { grep -qs '^enabled' /proc/sys/fs/binfmt_misc/qemu-aarch64; }
 step_apt() {
     local need=() p
     # (libc6-dev-arm64-cross, the arm64 C library's headers and start files, is only a Recommends of the compiler)
-    for p in gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static; do dpkg -s "$p" > /dev/null 2>&1 || need+=("$p"); done
+    for p in gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static; do
+        dpkg -s "$p" > /dev/null 2>&1 || need+=("$p")
+    done
     local update=0
     if ! dpkg --print-foreign-architectures | grep -qx arm64; then
         as_root dpkg --add-architecture arm64
@@ -127,7 +129,8 @@ step_sysroot() {
     done
     if [[ ${#missing[@]} -gt 0 ]]; then
         # (as root, apt warns that _apt cannot write here and downloads unsandboxed: harmless)
-        (cd "$CACHE/debs" && apt-get download -q "${missing[@]}" 2>&1 | grep -v -e '^W: Download is performed unsandboxed' -e '^Get:' || true)
+        (cd "$CACHE/debs" && apt-get download -q "${missing[@]}" 2>&1 |
+            grep -v -e '^W: Download is performed unsandboxed' -e '^Get:' || true)
     fi
     for p in "${list[@]}"; do
         local name=${p%%:*} arch=all
@@ -157,7 +160,9 @@ step_deps() {
     # shellcheck disable=SC2086
     "$VENV/bin/python" -m pip install -q --only-binary=:all: $PYDEPS
     echo "$PYDEPS" > "$stamp"
-    "$VENV/bin/python" -c 'import numpy, ml_dtypes, Cython, platform; print("aarch64: deps on", platform.machine(), "numpy", numpy.__version__, "ml_dtypes", ml_dtypes.__version__, "Cython", Cython.__version__)'
+    "$VENV/bin/python" -c 'import numpy, ml_dtypes, Cython, platform
+print("aarch64: deps on", platform.machine(), "numpy", numpy.__version__, "ml_dtypes", ml_dtypes.__version__,
+      "Cython", Cython.__version__)'
 }
 
 step_src() {
@@ -218,10 +223,10 @@ step_test() {
     # `emulation` marker (tests/conftest.py); "not slow" as everywhere under emulation.
     mkdir -p "$CACHE/run"
     cd "$CACHE/run"
-    local rc=0
-    # shellcheck disable=SC2086
+    local rc=0 extra=()
+    eval "extra=(${PYTEST_ARGS:-})"                  # shell words: PYTEST_ARGS="-k 'narrow and not hif8'" works
     PYCONVTBC_EXPECT_INSTALLED=1 timeout "$TEST_TIMEOUT" "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
-        -c "$SRC/pyproject.toml" --rootdir "$SRC" -m "emulation and not slow" ${PYTEST_ARGS:-} "$SRC/tests" || rc=$?
+        -c "$SRC/pyproject.toml" --rootdir "$SRC" -m "emulation and not slow" "${extra[@]}" "$SRC/tests" || rc=$?
     [[ $rc -ne 5 ]] || log "pytest collected no tests"
     return "$rc"
 }
