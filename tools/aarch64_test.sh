@@ -219,7 +219,7 @@ print("aarch64: built", m.__file__, "isa", m.isa(), "openmp", o.have_openmp())')
 }
 
 step_test() {
-    # From a directory with no pyconvtbc/ in it: the installed wheel is what is tested.  The subset is the
+    # From a directory with no pyconvtbc/ in it: the installed package is what is tested.  The subset is the
     # `emulation` marker (tests/conftest.py); "not slow" as everywhere under emulation.
     mkdir -p "$CACHE/run"
     cd "$CACHE/run"
