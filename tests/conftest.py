@@ -17,6 +17,60 @@ except ImportError:  # hypothesis is in the test extra; tests that need it impor
     pass
 
 
+# The emulation subset (marker `emulation`): what tools/aarch64_test.sh runs on the aarch64 build under qemu-user,
+# where everything is 10-30x slower.  Every kernel path at small sizes: the kernels and micro-tiles against the
+# portable kernels and the independent model, the accumulation model (narrow channels included), the forward,
+# the streamed DY, every cubeMathType cell, the codecs, gradBias's order, the exact wide forms, the piece
+# geometry, and the NaN contract (whose grid also runs every case on two threads against one).
+# File -> tests of it left out, by name, or by name[parameters] for one case.
+EMULATION_SUBSET = {
+    "test_kernels.py": (
+        "test_releases_the_gil",                   # Cython's nogil: nothing of the architecture; 19 s emulated
+        # threads: f32-keep stays (9 s); the other five cost 60 s and add compute formats the grid covers
+        "test_determinism_threads[f32-hf32]", "test_determinism_threads[f32-fp16]",
+        "test_determinism_threads[f32-bf16]", "test_determinism_threads[f16]", "test_determinism_threads[bf16]",
+    ),
+    "test_micro_tiles.py": (),
+    "test_accumulation.py": (),
+    "test_forward.py": (),
+    # the broadcast tests check memory use on large broadcast operands (350 s emulated); the streamed path
+    # itself is test_streamed_gradients_match_the_model's
+    "test_streamed.py": ("test_broadcast_grad_output_is_not_expanded",
+                         "test_broadcast_grad_output_through_the_cann_layer",
+                         "test_broadcast_forward_input_is_not_expanded"),
+    "test_conv_tbc.py": (),
+    "test_precision_modes.py": (),
+    "test_hooks.py": (),
+    "test_codecs_fp8_fp16_bf16.py": (),
+    "test_codecs_hf32.py": (),
+    "test_codecs_hif8.py": (),
+    "test_nan_contract.py": (),
+    "test_gradbias_order.py": (),                  # gradBias's ReduceSum order (its own C kernel)
+    "test_wide_exact.py": (),                      # cube_wide / cube_rz's exact fixed-point block sums
+    "test_sum_geometry.py": ("test_no_chip_number_in_the_kernels",),   # (a source check: no architecture in it)
+}
+
+
+def _emulation_run(config):
+    """True when the run selects the emulation subset (-m "emulation ..."): then only its files are collected
+    (importing the others costs seconds each under emulation)."""
+    return (config.getoption("markexpr", "") or "").startswith("emulation")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if (_emulation_run(config) and collection_path.suffix == ".py" and collection_path.name.startswith("test_")
+            and collection_path.name not in EMULATION_SUBSET):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        left_out = EMULATION_SUBSET.get(item.path.name)
+        if left_out is not None and item.name not in left_out and getattr(item, "originalname", None) not in left_out:
+            item.add_marker(pytest.mark.emulation)
+
+
 @pytest.fixture(autouse=True)
 def _clean_state():
     yield

@@ -2,7 +2,8 @@
 """gradBias in the order of CANN's ReduceSum (C in ``_conv_bias.h``; the order: docs/precision.md, "gradBias:
 ReduceSum's order").  One entry point, ``reduce_sum``: grad_output by address and byte strides, the order's
 geometry (``pyconvtbc._gradbias.Geometry``), and the output by address and dtype code."""
-from libc.stdint cimport int64_t, uintptr_t, uint16_t
+from libc.stdint cimport int64_t, uintptr_t, uint16_t, uint32_t
+from libc.string cimport memcpy
 from libc.stdlib cimport malloc, free
 
 from ._fpround cimport f32_to_f16_bits, f32_to_bf16_bits
@@ -29,6 +30,8 @@ def reduce_sum(dy, shape, geometry, out):
     cdef int64_t c, C
     cdef int rc, odt
     cdef uintptr_t dst
+    cdef float v, qnan
+    cdef uint32_t qnan_bits = 0x7FC00000
     if len(dy) != 5 or len(shape) != 3 or len(geometry) != 5 or len(out) != 2:
         raise ValueError("reduce_sum takes dy (address, s0, s1, s2, dtype), shape (T_out, B, Cout), "
                          "geometry (5 ints) and out (address, dtype)")
@@ -52,13 +55,17 @@ def reduce_sum(dy, shape, geometry, out):
         if rc != 0:
             raise MemoryError("reduce_sum: no memory for the tiles")
         dst, odt = <uintptr_t>int(out[0]), int(out[1])
+        memcpy(&qnan, &qnan_bits, 4)
         with nogil:
             for c in range(C):
+                v = acc[c]
+                if v != v:          # the outputs' one NaN (docs/precision.md, "NaN outputs")
+                    v = qnan
                 if odt == CT_DT_F32:
-                    (<float *>dst)[c] = acc[c]
+                    (<float *>dst)[c] = v
                 elif odt == CT_DT_F16:
-                    (<uint16_t *>dst)[c] = f32_to_f16_bits(acc[c])
+                    (<uint16_t *>dst)[c] = f32_to_f16_bits(v)
                 else:
-                    (<uint16_t *>dst)[c] = f32_to_bf16_bits(acc[c])
+                    (<uint16_t *>dst)[c] = f32_to_bf16_bits(v)
     finally:
         free(acc)
