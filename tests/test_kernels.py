@@ -453,6 +453,10 @@ def test_gw_8bit_outputs(saturate, hif8_rounding):
         ref = np.clip(gw32, -448, 448).astype(E4M3).view(np.uint8)
     else:
         ref = gw32.astype(E4M3).view(np.uint8)
+        # ml_dtypes keeps the sign of a NaN (overflow of a negative sum: 0xFF); an output NaN is the one
+        # canonical 0x7F (docs/precision.md, "NaN outputs")
+        ref = np.where((ref & 0x7F) == 0x7F, np.uint8(0x7F), ref)
+        assert (ref == 0x7F).any()
     assert np.array_equal(e8, ref)
 
 

@@ -51,8 +51,8 @@ static inline int ct_dt_class(int dt) {
 }
 /* The one NaN of every output, whatever the operands' NaN payloads and the CPU's default NaN (x86's is negative,
  * AArch64's positive): the positive quiet NaN with an empty payload in each format (docs/precision.md, "NaN").
- * HiFloat8 has a single NaN code (0x80); FLOAT8_E4M3FN stores a NaN sum as 0x7F (its 0xFF stays the code of a
- * negative overflow without saturation: the format has no infinity). */
+ * HiFloat8 has a single NaN code (0x80); FLOAT8_E4M3FN's two (0x7F, 0xFF: a NaN sum, or an overflow without
+ * saturation, which the format has no infinity for) become 0x7F. */
 #define CT_NAN_F32 0x7FC00000u
 #define CT_NAN_F16 0x7E00u
 #define CT_NAN_BF16 0x7FC0u

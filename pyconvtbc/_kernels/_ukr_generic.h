@@ -60,8 +60,7 @@ CT_GEN void ct_store_row_port(const float *acc, int64_t n, char *dst, int dt, in
             case CT_DT_F16: { uint16_t h = pct_f32_to_f16_bits(v); memcpy(dst + 2 * i, &h, 2); break; }
             case CT_DT_BF16: { uint16_t h = pct_f32_to_bf16_bits(v); memcpy(dst + 2 * i, &h, 2); break; }
             case CT_DT_HIF8: ((uint8_t *)dst)[i] = pct_f32_to_hif8(v, hif8_rnd, sat); break;
-            /* a NaN sum is stored as the positive NaN 0x7F (0xFF stays the code of negative overflow) */
-            case CT_DT_E4M3: ((uint8_t *)dst)[i] = pct_f32_to_e4m3fn(v != v ? fabsf(v) : v, sat); break;
+            case CT_DT_E4M3: ((uint8_t *)dst)[i] = pct_f32_to_e4m3fn(v, sat); break;
             default: break;
         }
     }
@@ -411,7 +410,11 @@ CT_GEN void ct_canon_nan_port(char *dst, int64_t n, int dt) {
             }
             break;
         }
-        default: break;          /* 8-bit codes: set when encoded (ct_store_row_port) */
+        case CT_DT_E4M3:         /* both NaN codes (a NaN sum, and an overflow without saturation) */
+            for (int64_t i = 0; i < n; i++)
+                if ((((uint8_t *)dst)[i] & 0x7Fu) == 0x7Fu) ((uint8_t *)dst)[i] = CT_NAN_E4M3;
+            break;
+        default: break;          /* HiFloat8: one NaN code already */
     }
 }
 
