@@ -2,6 +2,7 @@
 over L1-resident operands ("sequential" and "cube" sums, gradInput / forward and gradWeight), per instruction set.
 
     python bench/ceiling.py            # builds the C program below with the C compiler Python was built with, runs it
+    PYCONVTBC_CEILING_CFLAGS=-mfma python bench/ceiling.py   # the same, every file built with hardware FMA
 
 The kernels are the package's own: the program takes each instruction set's micro-kernel table the way the
 kernels do (``ct_ukr_select``, pyconvtbc/_kernels/_ukr.h) and calls its entries directly, compiled from the same
@@ -172,7 +173,9 @@ def build_and_run():
         exe, c_file = os.path.join(tmp, "ceiling"), os.path.join(tmp, "ceiling.c")
         with open(c_file, "w") as f:
             f.write(SOURCE)
-        subprocess.run(cc + compile_args() + ["-I", KERNELS, c_file, *sources, "-o", exe, "-lm"], check=True)
+        extra = shlex.split(os.environ.get("PYCONVTBC_CEILING_CFLAGS", ""))   # e.g. -mfma: the portable table
+        subprocess.run(cc + compile_args() + extra + ["-I", KERNELS, c_file, *sources, "-o", exe, "-lm"],
+                       check=True)                                         # with hardware FMA (fmaf inlined)
         out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
     rows = {}
     for line in out.splitlines():
