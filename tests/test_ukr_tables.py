@@ -35,8 +35,9 @@ def ukr_check(tmp_path_factory):
         pytest.skip("no C compiler, or no kernel sources beside the tests")
     srcs = sorted(os.path.join(KERNELS, f) for f in os.listdir(KERNELS) if f.startswith("_ukr_") and f.endswith(".c"))
     exe = str(tmp_path_factory.mktemp("ukr") / "ukr_check")
-    # the package's IEEE flags (setup.py): no contraction of a*b + c into an FMA, no fast math
-    cmd = cc + ["-O2", "-std=gnu11", "-ffp-contract=off", "-fno-fast-math", "-I", KERNELS,
+    # the package's flags (setup.py, BASE_COMPILE_ARGS): no contraction of a*b + c into an FMA, no fast math
+    cmd = cc + ["-O3", "-fno-strict-aliasing", "-fno-math-errno", "-std=gnu11", "-fno-fast-math",
+                "-fno-unsafe-math-optimizations", "-ffp-contract=off", "-I", KERNELS,
                 os.path.join(HERE, "ukr_check.c"), *srcs, "-lm", "-o", exe]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]

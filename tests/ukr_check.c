@@ -1,14 +1,14 @@
 /* ukr_check.c: every entry of one ISA's micro-kernel table (_ukr.h) against the portable table, bit for bit, on
  * random shapes and operands (NaN, infinities, zeros of both signs, subnormals, huge values among them).
  *
- *   cc -O2 -ffp-contract=off -fno-fast-math -I pyconvtbc/_kernels tests/ukr_check.c pyconvtbc/_kernels/_ukr_*.c -lm
+ *   cc -O3 -ffp-contract=off -fno-fast-math -I pyconvtbc/_kernels tests/ukr_check.c pyconvtbc/_kernels/_ukr_*.c -lm
  *   ./a.out ISA_CODE [ROUNDS [SEED]]        # ISA_CODE: CT_ISA_* (1 avx2, 2 avx512, 3 neon)
  *
  * Whole output buffers are compared (so a write outside a kernel's tile shows too): the codecs bit for bit, the
  * arithmetic bit for bit but for the sign and payload of NaNs (x86 and ARM pick a NaN result's pattern by their
  * own rules; the operators write one canonical NaN), which are counted apart.  Prints one line per entry
- * (cases run, cases that differ) and exits 1 when any differ, 2 when the table cannot run here.  tests/test_isa_neon.py
- * builds and runs it.
+ * (cases run, cases that differ) and exits 1 when any differ, 2 when the table cannot run here.
+ * tests/test_ukr_tables.py builds and runs it for every vector ISA that runs.
  */
 #include <math.h>
 #include <stdint.h>
