@@ -27,7 +27,8 @@ static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static float rval(void) {
     if (rnd() % 40 == 0) {
         static const uint32_t sp[] = {0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x00000000u, 0x80000000u, 0x00000123u,
-                                      0x80400000u, 0x7F7FFFFFu, 0x38800000u, 0x33800001u, 0x477FF000u, 0xC77FEFFFu};
+                                      0x80400000u, 0x7F7FFFFFu, 0x38800000u, 0x33800001u, 0x477FF000u, 0xC77FEFFFu,
+                                      0xFFC04000u, 0x7FC02000u, 0x7F802000u};
         return bits_f(sp[rnd() % (sizeof(sp) / sizeof(sp[0]))]);
     }
     float m = (float)((int64_t)(rnd() % 2000001) - 1000000) / 500000.0f;
