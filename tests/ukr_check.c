@@ -206,6 +206,15 @@ static void check_codecs(void) {
     V.store_row(v1, n, d2, dt, pre, h8, sat);
     snprintf(w, sizeof w, "dt=%d pre=%d n=%ld", dt, pre, (long)n);
     verdict_exact("store_row", d1, d2, (size_t)(4 * n + 16), w);
+
+    /* canon_nan: random patterns (NaNs of every payload among them) in every class */
+    dt = sdts[rnd() % 5];
+    fill_bits(d1, 4 * n + 16);
+    memcpy(d2, d1, (size_t)(4 * n + 16));
+    P.canon_nan(d1, n, dt);
+    V.canon_nan(d2, n, dt);
+    snprintf(w, sizeof w, "dt=%d n=%ld", dt, (long)n);
+    verdict_exact("canon_nan", d1, d2, (size_t)(4 * n + 16), w);
     free(v1); free(v2); free(d1); free(d2);
 }
 

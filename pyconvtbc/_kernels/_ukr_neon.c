@@ -155,6 +155,35 @@ static void ct_store_row_neon(const float *acc, int64_t n, char *dst, int dt, in
     if (i < n) ct_store_row_port(acc + i, n - i, dst + (int64_t)ct_dt_size(dt) * i, dt, pre, hif8_rnd, sat);
 }
 
+/* NaNs to the canonical NaN of their format (ct_canon_nan_port), on the bit patterns: 4 fp32 or 8 fp16 / bf16
+ * lanes at a time, a store only where a vector holds a NaN; 8-bit codes: the generic C (nothing to do) */
+static void ct_canon_nan_neon(char *dst, int64_t n, int dt) {
+    int64_t i = 0;
+    if (dt == CT_DT_F32) {
+        uint32_t *v = (uint32_t *)(void *)dst;
+        for (; i + 4 <= n; i += 4) {
+            uint32x4_t u = vld1q_u32(v + i);
+            uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7FFFFFFFu)), vdupq_n_u32(0x7F800000u));
+            if (vmaxvq_u32(nan)) vst1q_u32(v + i, vbslq_u32(nan, vdupq_n_u32(CT_NAN_F32), u));
+        }
+        ct_canon_nan_port(dst + 4 * i, n - i, dt);
+        return;
+    }
+    if (dt == CT_DT_F16 || dt == CT_DT_BF16) {
+        uint16_t *v = (uint16_t *)(void *)dst;
+        uint16x8_t inf = vdupq_n_u16(dt == CT_DT_F16 ? 0x7C00u : 0x7F80u);
+        uint16x8_t qn = vdupq_n_u16(dt == CT_DT_F16 ? CT_NAN_F16 : CT_NAN_BF16);
+        for (; i + 8 <= n; i += 8) {
+            uint16x8_t h = vld1q_u16(v + i);
+            uint16x8_t nan = vcgtq_u16(vandq_u16(h, vdupq_n_u16(0x7FFFu)), inf);
+            if (vmaxvq_u16(nan)) vst1q_u16(v + i, vbslq_u16(nan, qn, h));
+        }
+        ct_canon_nan_port(dst + 2 * i, n - i, dt);
+        return;
+    }
+    ct_canon_nan_port(dst, n, dt);
+}
+
 /* gradBias: one partial per CT_GBR rows, each a chain of fp32 adds from +0 in row order (ct_gb_partials_port) */
 static void ct_gb_partials_neon(const float *v, int64_t nr, int64_t wq, float *out, int64_t ostride) {
     int64_t S = ct_cdiv(nr, CT_GBR), wv = wq / 4 * 4;
@@ -611,7 +640,7 @@ int ct_ukr_init_neon(ct_ukr *U, const ct_ukr_opts *o) {
         /* sequential gradInput: tiles of 6 rows x 16 columns (24 accumulators of the 32 registers) */
         .gi_mr_narrow = 6, .gi_mr_wide = 6, .gwn_mh = 2, .gwn_mw = 4, .narrow_gi_max_cin = CT_NW,
         .decode_row = ct_decode_row_neon, .walk_rows = ct_walk_rows_port, .round_row = ct_round_row_neon,
-        .store_row = ct_store_row_neon, .gb_partials = ct_gb_partials_neon,
+        .store_row = ct_store_row_neon, .canon_nan = ct_canon_nan_neon, .gb_partials = ct_gb_partials_neon,
         .gi_seq = ct_gi_seq_neon, .gw_seq = ct_gw_seq_neon,
         .gwc = ct_gwc_xneon, .gwc_pair = NULL, .gic_rows = ct_gic_rows_xneon,
         .nar_transpose = ct_nar_neon, .gwn_px = NULL, .gwn = ct_gwn_neon, .gin = ct_gin_neon,
