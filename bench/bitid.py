@@ -8,6 +8,12 @@ check them after it.
 
 Cases a call refuses record the status code instead of a digest (so a change in what is refused shows too).
 ``--specials`` adds NaN / Inf / subnormal operands.  ``--quick`` runs a subset (every path, fewer repeats).
+``--isa NAME[,NAME]`` runs only those instruction sets; a case a run records under an ISA that the recorded file
+lacks is checked against that file's record of the same case under its other ISAs (all of which must agree), so
+one ISA can be checked against another, e.g. under an emulator where each ISA runs in its own process:
+
+    python bench/bitid.py --quick --isa portable --write /tmp/p.json
+    python bench/bitid.py --quick --isa neon --check /tmp/p.json
 """
 import argparse
 import hashlib
@@ -96,6 +102,15 @@ def cases(quick):
         yield op, shape, mode, soc, form
 
 
+def _case(key):
+    """op|shape|mode|soc|form of a result key (without threads, ISA and hooks)."""
+    return "|".join(key.split("|")[:5])
+
+
+def _isa(key):
+    return key.split("|")[6]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = ap.add_mutually_exclusive_group(required=True)
@@ -104,38 +119,65 @@ def main(argv=None):
     ap.add_argument("--specials", action="store_true", help="NaN / Inf / subnormal operands")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--shapes", help=f"comma-separated indices into SHAPES (0..{len(SHAPES) - 1}) to run "
+                                     "(default: all)")
+    ap.add_argument("--isa", help=f"comma-separated ISAs to run (default: all of {', '.join(ISAS)})")
     a = ap.parse_args(argv)
     threads = [int(t) for t in a.threads.split(",")]
+    isas = ISAS
+    if a.isa:
+        isas = a.isa.split(",")
+        bad = [i for i in isas if i not in ISAS]
+        if bad:
+            ap.error(f"--isa: {', '.join(bad)} not run here; expected some of {', '.join(ISAS)}")
+    shapes = SHAPES if not a.shapes else [SHAPES[int(i)] for i in a.shapes.split(",")]
+    planned = set()                                    # the cases this run was to make
     result = {}
     t0 = time.time()
     old = K.hooks.set(parallel_min=0)
     try:
         for n, (op, shape, mode, soc, form) in enumerate(cases(a.quick)):
+            if shape not in shapes:
+                continue                                        # (n, the data's seed, counts every case)
             hook_sets = HOOKS if (SHAPES.index(shape) % 4 == 0 or shape[2] <= 8) else HOOKS[:1]
-            for isa, th, hk in itertools.product(ISAS, threads, hook_sets):
+            case = f"{op}|{shape}|{mode[0].__name__ if hasattr(mode[0], '__name__') else mode[0]}:{mode[1]}:" \
+                   f"{mode[2]}|{soc}|{form}"
+            planned.add(case)
+            for isa, th, hk in itertools.product(isas, threads, hook_sets):
                 if isa == "portable" and (th > 1 or hk):
                     continue                                    # the slow path: one run per case
                 with K.hooks.override(isa=isa, **hk):
                     r = run_case(op, shape, mode, soc, form, th, a.specials, seed=n)
                 if r is None:
                     continue
-                key = f"{op}|{shape}|{mode[0].__name__ if hasattr(mode[0], '__name__') else mode[0]}:{mode[1]}:" \
-                      f"{mode[2]}|{soc}|{form}|t{th}|{isa}|{json.dumps(hk, sort_keys=True)}"
-                result[key] = r
+                result[f"{case}|t{th}|{isa}|{json.dumps(hk, sort_keys=True)}"] = r
     finally:
         K.hooks.set(**old)
-    print(f"{len(result)} cases in {time.time() - t0:.0f} s (ISAs {', '.join(ISAS)})", file=sys.stderr)
+    print(f"{len(result)} cases in {time.time() - t0:.0f} s (ISAs {', '.join(isas)})", file=sys.stderr)
     if a.write:
         with open(a.write, "w") as f:
             json.dump(result, f, indent=0, sort_keys=True)
         return 0
     with open(a.check) as f:
         base = json.load(f)
-    diff = [k for k in base if k in result and base[k] != result[k]]
-    missing = [k for k in base if k not in result]
+    by_case = {}                                       # (op, shape, mode, soc, form) -> the digests recorded
+    for k, v in base.items():
+        by_case.setdefault(_case(k), set()).add(v)
+    base_isas = {_isa(k) for k in base}
+    diff, cross = [], 0
+    for k, r in result.items():
+        if k in base:
+            if base[k] != r:
+                diff.append(k)
+        elif _isa(k) not in base_isas and _case(k) in by_case:
+            cross += 1                                 # an ISA the file lacks: against the case's other records
+            if by_case[_case(k)] != {r}:
+                diff.append(k)
+    missing = [k for k in base if k not in result and _isa(k) in isas and _case(k) in planned]
     for k in diff[:50]:
-        print("DIFFERS", k, base[k], result[k])
-    print(f"{len(base)} cases recorded, {len(result)} run, {len(diff)} differ, {len(missing)} not run")
+        print("DIFFERS", k, base.get(k, sorted(by_case.get(_case(k), ()))), result[k])
+    print(f"{len(base)} cases recorded, {len(result)} run ({cross} against another ISA's record), {len(diff)} differ, "
+          f"{len(missing)} not run")
     return 1 if diff or missing else 0
 
 

@@ -20,8 +20,7 @@ SOCS = ["ascend910b", "ascend950", "ascend910"]
 # across DY panels (> 32), ascend950 with 32, 16 and fewer pieces (nb = ceil(Cout/128) * ceil(Cin*K/256))
 SHAPES = [(11, 3, 5, 7, 3, 1), (20, 1, 9, 20, 2, 0), (9, 4, 3, 37, 3, 2), (6, 2, 40, 3, 1, 0), (10, 3, 20, 64, 3, 1),
           (13, 2, 90, 130, 3, 1)]
-ISAS = [n for n in ("portable", "avx2", "avx512") if {"portable": 0, "avx2": 1, "avx512": 2}[n]
-        <= {"portable": 0, "avx2": 1, "avx512": 2}[K.isa_supported()]]
+ISAS = K.isas()                  # every instruction set this CPU and build run, portable first
 
 
 def bits(a):

@@ -36,8 +36,7 @@ KEEP = {F32: FP32, F16: FP16C, BF16: BF16C}    # KEEP_DTYPE compute precision of
 U = 2.0 ** -24
 UNIT = {F32: 0.0, F16: 2.0 ** -11, BF16: 2.0 ** -8}           # unit roundoff of a final cast
 TINY = {F32: 0.0, F16: 2.0 ** -25, BF16: 2.0 ** -134}         # half the smallest subnormal
-ISAS = [n for n in ("portable", "avx2", "avx512")
-        if ("portable", "avx2", "avx512").index(n) <= ("portable", "avx2", "avx512").index(K.isa_supported())]
+ISAS = K.isas()                  # every instruction set this CPU and build run, portable first
 
 
 @pytest.fixture(autouse=True)

@@ -20,8 +20,7 @@ from pyconvtbc._kernels import _conv_tbc as K
 import accum_reference as R
 from test_forward import assert_same_bits, grid_problem, hif8_codes, model
 
-ISAS = [n for n in ("portable", "avx2", "avx512") if {"portable": 0, "avx2": 1, "avx512": 2}[n]
-        <= {"portable": 0, "avx2": 1, "avx512": 2}[K.isa_supported()]]
+ISAS = K.isas()                  # every instruction set this CPU and build run, portable first
 # (T_in, B, Cin, Cout, K, pad).  Forward: rows T_out*B, output channels Cout (tiles of 16, panels of 32),
 # reduction channels Cin (groups of k0 in panels of 32).  (1) whole panels only; (2) a narrower last panel on
 # both sides, groups of 8 / 16 cut by no panel edge; (3) Cin = 40 with block_size 12: groups cut by panel edges;
@@ -33,11 +32,11 @@ FWD_SHAPES = [(10, 3, 64, 32, 3, 1), (9, 4, 72, 45, 3, 1), (7, 2, 40, 20, 2, 1),
 
 
 def _each_isa_and_threads(call):
-    """call() on every instruction set (AVX2 with row tiles of 4 and of 6; AVX-512 with the broadcasts shared
-    and as each FMA's memory operand) and for 1 and 3 threads (parallel threshold 0); all results."""
+    """call() on every instruction set (AVX2 and NEON with row tiles of 4 and of 6; AVX-512 with the broadcasts
+    shared and as each FMA's memory operand) and for 1 and 3 threads (parallel threshold 0); all results."""
     outs = []
     for isa in ISAS:
-        variants = ([{"gi_rows": r} for r in (4, 6)] if isa == "avx2" else
+        variants = ([{"gi_rows": r} for r in (4, 6)] if isa in ("avx2", "neon") else
                     [{"bcast_fma": v} for v in (False, True)] if isa == "avx512" else [{}])
         for knobs in variants:
             with K.hooks.override(isa=isa, parallel_min=0, **knobs):
