@@ -48,6 +48,8 @@ EMULATION_SUBSET = {
     "test_gradbias_order.py": (),                  # gradBias's ReduceSum order (its own C kernel)
     "test_wide_exact.py": (),                      # cube_wide / cube_rz's exact fixed-point block sums
     "test_sum_geometry.py": ("test_no_chip_number_in_the_kernels",),   # (a source check: no architecture in it)
+    "test_isa_neon.py": (),                        # the NEON table: offered on AArch64, bit-identical to portable
+    "test_ukr_tables.py": (),                      # every vector table entry against the portable table (C harness)
 }
 
 
