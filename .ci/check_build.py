@@ -32,8 +32,9 @@ ISA_NEEDS = {
 }
 BUILD_OUTPUT_EXT = (".c", ".cpp", ".so", ".pyd", ".o", ".pyc", ".html")
 SOURCE_EXT = (".pyx", ".pxd", ".c", ".h", ".cpp")
-# The kernel room's hand-written C (pyconvtbc/_kernels/_ukr_<isa>.c): source, not Cython's output.
-HAND_WRITTEN_C = re.compile(r"pyconvtbc/_kernels/_ukr_[a-z0-9]+\.c")
+# Hand-written C: the kernel room's ISA files (pyconvtbc/_kernels/_ukr_<isa>.c) and the tests' C harness
+# (tests/ukr_check.c): source, not Cython's output.
+HAND_WRITTEN_C = re.compile(r"(pyconvtbc/_kernels/_ukr_[a-z0-9]+|tests/[a-z0-9_]+)\.c")
 
 
 def _opt_out(env, name):

@@ -30,8 +30,8 @@ _SKIP = shutil.ignore_patterns("*.so", "*.pyd", "*.o", "*.html", "__pycache__", 
 
 
 def SKIP_COPY(folder, names):
-    """Build outputs and caches; Cython's generated C, not the kernel room's hand-written _ukr_*.c sources."""
-    return set(_SKIP(folder, names)) | {n for n in names if n.endswith(".c") and not n.startswith("_ukr_")}
+    """Build outputs and caches; Cython's generated C (a .c beside its .pyx), not hand-written C sources."""
+    return set(_SKIP(folder, names)) | {n for n in names if n.endswith(".c") and n[:-2] + ".pyx" in names}
 
 
 def _load_check_build():
