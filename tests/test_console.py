@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from child_python import child_env
 from pyconvtbc._console import BROKEN_PIPE_STATUS, Progress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,13 +57,7 @@ def test_a_bad_mode_is_refused():
 
 
 def _pyconvtbc_env():
-    """The environment of a child Python that imports the pyconvtbc this process imports: the parent of its
-    package directory first (a source checkout, or site-packages), never an unbuilt source tree."""
-    env = dict(os.environ)
-    import pyconvtbc
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(pyconvtbc.__file__).resolve().parents[1])]
-                                        + [p for p in [env.get("PYTHONPATH")] if p])
-    return env
+    return child_env()
 
 
 def test_demo_into_a_closed_pipe_ends_quietly(tmp_path):

@@ -4,14 +4,14 @@ only views that fit the plan (docs/reliability.md, "Memory safety").
 The race and the tampering cases run in a subprocess with a time limit: on a library without these guards
 they end in an overrun of another buffer (the process may abort with "double free or corruption").
 """
-import os
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from child_python import NEUTRAL_CWD, child_env
+
 LIMIT_S = 120
 
 _SETUP = """
@@ -45,9 +45,9 @@ ONE_AT_END = ((1, 1, 1), (1, 1, 1), T * B * C - 1)      # a valid view too, but 
 
 def _run(body):
     code = _SETUP + textwrap.dedent(body)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT_S, env=env,
-                       cwd=ROOT)
+                       cwd=NEUTRAL_CWD)
     return p.returncode, p.stdout, p.stderr
 
 

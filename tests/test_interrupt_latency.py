@@ -8,14 +8,14 @@ nothing; one the call missed counts until the call returned).  The problems are 
 the latency to catch lies inside one long unit of work.
 """
 import json
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from child_python import NEUTRAL_CWD, child_env
+
 LATENCY_S = 0.2
 DELAYS = (0.05, 0.12, 0.2, 0.3, 0.45, 0.6)   # seconds from the call's start to the signal
 MIN_MEASURED = 2                   # latencies needed; fewer: the machine ran the call before most signals
@@ -58,9 +58,9 @@ def latencies(call, delays):
 
 def _measure(body, timeout=540):
     code = _HARNESS + textwrap.dedent(body)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env,
-                       cwd=ROOT)
+                       cwd=NEUTRAL_CWD)
     if p.returncode != 0 and "KeyboardInterrupt" not in p.stderr:
         raise AssertionError(p.stderr[-3000:])
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]

@@ -5,12 +5,12 @@ Each case runs in a subprocess with a time limit and Python's SIGINT handler ins
 background job inherits SIGINT ignored).  The stream's running task there is a plain Python task blocked on an
 event: it ignores the cancel flag, so the waits last as long as the test wants.
 """
-import os
 import subprocess
 import sys
 import textwrap
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from child_python import NEUTRAL_CWD, child_env
+
 LIMIT_S = 120
 
 _SETUP = """
@@ -76,9 +76,9 @@ def sigint_at(*delays):
 
 def _run(body):
     code = _SETUP + textwrap.dedent(body)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = child_env()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=LIMIT_S, env=env,
-                       cwd=ROOT)
+                       cwd=NEUTRAL_CWD)
     assert p.returncode == 0, p.stderr[-3000:]
     return p.stdout.split("\n")
 

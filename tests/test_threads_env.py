@@ -11,6 +11,7 @@ import pytest
 import pyconvtbc as pc
 from pyconvtbc import _op_conv_tbc_backward as api
 from pyconvtbc._kernels import _openmp
+from child_python import NEUTRAL_CWD, child_env
 from conftest import acl_problem, make_problem, phase1
 
 needs_openmp = pytest.mark.skipif(not pc.have_openmp(), reason="built without OpenMP: always one thread")
@@ -36,10 +37,8 @@ print(json.dumps(out))
 
 def _probe(**env):
     e = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "PYCONVTBC_NUM_THREADS")}
-    e.update(env)
-    e["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(pc.__file__))] +
-                                      ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
-    r = subprocess.run([sys.executable, "-c", PROBE], env=e, capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", PROBE], env=child_env(e, **env), capture_output=True, text=True,
+                       timeout=120, cwd=NEUTRAL_CWD)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
