@@ -53,7 +53,7 @@ def test_a_link_planted_after_the_check_is_not_followed(tmp_path, capsys, monkey
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     # the table is printed after the computing, before the files are written: plant the link then
-    monkeypatch.setattr(report.StudyResult, "table", lambda self: os.symlink(victim, out / "study.json") or "")
+    monkeypatch.setattr(report.StudyResult, "table", lambda self, **kw: os.symlink(victim, out / "study.json") or "")
     assert study.cli(SMALL + ["--out", str(out)]) == 2
     assert "study.json' is a symbolic link" in capsys.readouterr().err
     assert victim.read_text() == "precious"

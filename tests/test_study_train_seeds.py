@@ -59,8 +59,9 @@ def test_cli_prints_the_header_first_and_rows_as_they_finish():
         ts.train_modes = real
     assert rc == 0
     lines = buf.getvalue().splitlines()
-    assert lines[0].startswith("# training over seeds 0..1") and "vs torch (95% CI)" in lines[2]
-    assert lines[4].startswith("torch") and lines[5].startswith("KEEP_DTYPE")
+    head = next(i for i, l in enumerate(lines) if "vs torch (95% CI)" in l)
+    assert lines[0].startswith("# training over seeds 0..1") and all(l.startswith("# ") for l in lines[:head])
+    assert lines[head + 2].startswith("torch") and lines[head + 3].startswith("KEEP_DTYPE")
     assert seen[0].startswith("# training over seeds")          # the header before the first run
     assert "torch " in seen[2] and "KEEP_DTYPE" not in seen[2]    # torch's row out before KEEP_DTYPE's runs
 

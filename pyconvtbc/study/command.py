@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import sys
+import textwrap
 
 from ..__main__ import _prog
 from .._hints import TORCH_INSTALL
@@ -18,6 +19,7 @@ from .growth import _GROWTH_METRICS, error_growth
 from .modes import run_study
 from .plots import plot_names
 from .report import _check_prefix, default_prefix
+from .table import TABLE_WIDTH
 from .spread import ORDER_SOURCES, reduction_order_spread
 from .window import _norm_exponents, _norm_threshold, scale_window
 
@@ -119,6 +121,9 @@ def _parser():
     o.add_argument("--prefix", default=None,
                    help="file name prefix (default: study for modes, else the sub-command: spread, growth, window)")
     o.add_argument("--no-plots", action="store_true", help="do not write PNG plots")
+    o.add_argument("--width", type=int, default=TABLE_WIDTH, metavar="N",
+                   help=f"longest line of the printed tables (default {TABLE_WIDTH}): a wider table is printed as "
+                        "stacked tables that share its row labels; 0: one table, lines as long as they come")
     o.add_argument("--magnitudes", action="store_true",
                    help="modes only: also print where each operand's and gradient's values lie against each "
                         "format's limits (always in the .md report and the magnitudes plot)")
@@ -201,6 +206,8 @@ def _train_parser():
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch's intra-op threads during the run (default 1; restored afterwards)")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--width", type=int, default=TABLE_WIDTH, metavar="N",
+                   help=f"longest line of the printed table (default {TABLE_WIDTH}; 0: no limit)")
     p.add_argument("--out", metavar="DIR", help="write <prefix>.csv (every step), .json and plots/<prefix>_loss.png")
     p.add_argument("--force", action="store_true", help="overwrite files an earlier run left in --out")
     p.add_argument("--prefix", default=None, help="file name prefix (default: train)")
@@ -230,7 +237,7 @@ def _train_seeds_cli(a, modes, torch):
     try:
         from .train import train_modes
         train_modes(modes[:1], **dict(kw, steps=1))          # every argument checked before the header
-        print("\n".join(header_lines(train_modes_check)), flush=True)
+        print("\n".join(header_lines(train_modes_check, a.width)), flush=True)
         res = train_seeds(modes, seeds=a.seeds, seed=a.seed, on_row=lambda r: print(row_line(r), flush=True), **kw)
     finally:
         torch.set_num_threads(keep)
@@ -240,7 +247,7 @@ def _train_seeds_cli(a, modes, torch):
         os.makedirs(a.out, exist_ok=True)
         with open(path, "w") as fh:
             json.dump({"meta": res.meta, "rows": res.rows}, fh, indent=1)
-        print(f"\nwrote 1 file to {a.out}: {os.path.relpath(path, a.out)}")
+        print("\n" + _wrote([path], a.out, a.width))
     return 0
 
 
@@ -252,6 +259,7 @@ def _train_cli(argv):
     except SystemExit as e:
         return int(e.code or 0)
     try:
+        _check_width(a.width)
         if a.torch_threads < 1:
             raise ValueError(f"--torch-threads: {a.torch_threads}; expected an integer >= 1")
         if a.prefix is not None:
@@ -288,15 +296,14 @@ def _train_cli(argv):
         print(f"study train: error: {msg}", file=sys.stderr)
         return 2
     res.meta["torch_threads"] = a.torch_threads
-    print(res.table(markdown=a.markdown))
+    print(res.table(markdown=a.markdown, width=a.width))
     if a.out is not None:
         try:
             made = _save(res, a.out, a.prefix, not a.no_plots, a.force)
         except ValueError as e:
             print(f"study train: error: {e}", file=sys.stderr)
             return 2
-        files = [made["csv"], made["json"]] + made["plots"]
-        print(f"\nwrote {len(files)} files to {a.out}: " + ", ".join(os.path.relpath(f, a.out) for f in files))
+        print("\n" + _wrote([made["csv"], made["json"]] + made["plots"], a.out, a.width))
         if not a.no_plots and not made["plots"]:
             print("(plot skipped: matplotlib is not installed; pip install 'pyconvtbc[plot]')")
     return 0
@@ -389,6 +396,21 @@ def _save(res, out, prefix, plots, force=False):
         what = repr(e.filename) if e.filename is not None else f"into {out!r}"
         raise ValueError(f"--out: writing {what} failed ({e.strerror or e}); the results above were computed, but "
                          "the files are incomplete") from None
+
+
+def _check_width(width):
+    if width != 0 and not 40 <= width <= 100000:
+        raise ValueError(f"--width: {width}; expected 0 (no limit) or an integer in [40, 100000]")
+
+
+def _wrote(paths, out, width):
+    """'wrote N files to OUT: a, b, ...', continued on indented lines past ``width`` characters (0: no limit)."""
+    n = len(paths)
+    text = f"wrote {n} file{'s' if n != 1 else ''} to {out}: " + ", ".join(os.path.relpath(f, out) for f in paths)
+    if not width:
+        return text
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
+                                    break_on_hyphens=False))
 
 
 def _check_growth_sizes(base, values, axis):
@@ -518,10 +540,10 @@ def _cli(argv):
               + (" or fewer --permutations" if a.command == "spread" else ""), file=sys.stderr)
         return 2
     res.meta["command"] = "python -m pyconvtbc study " + " ".join(shlex.quote(s) for s in argv)
-    print(res.table())
+    print(res.table(width=a.width))
     if a.magnitudes and res.kind == "modes":
         print("\n# magnitudes: share of each tensor's non-zero values in each range of a format")
-        print(res.magnitude_table())
+        print(res.magnitude_table(width=a.width))
     if res.kind != "window":              # (the window study scans into overflow on purpose)
         sys.stdout.flush()                # the table before the warning
         _warn_non_finite(res)
@@ -531,8 +553,7 @@ def _cli(argv):
         except ValueError as e:
             print(f"study: error: {e}", file=sys.stderr)
             return 2
-        files = [made["csv"], made["json"], made["md"]] + made["plots"]
-        print(f"\nwrote {len(files)} files to {a.out}: " + ", ".join(os.path.relpath(f, a.out) for f in files))
+        print("\n" + _wrote([made["csv"], made["json"], made["md"]] + made["plots"], a.out, a.width))
         if not a.no_plots and not made["plots"]:
             print("(plots skipped: matplotlib is not installed; pip install 'pyconvtbc[plot]')")
     return 0
@@ -541,6 +562,7 @@ def _cli(argv):
 def _run(a):
     """Check every option (usage errors before any computing), then run the study; its StudyResult."""
     from_file = a.npz is not None or a.data is not None
+    _check_width(a.width)
     grid = _grid_from_args(a)
     scales = [_norm_scale_rule("--scale", s) for s in _split("--scale", a.scale, ())]
     if not scales:

@@ -12,8 +12,8 @@ import numpy as np
 from .choices import _uniq
 from .metrics import _SPREAD_KEYS
 from .plots import plot_result
-from .table import (_HEAD, _METRICS, _MODE_FIELDS, _PROBLEM_FIELDS, _REPEAT_METRICS, _clipped, _fmt_interval,
-                    _fmt_value, _render)
+from .table import (_HEAD, _METRICS, _MODE_FIELDS, _PROBLEM_FIELDS, _REPEAT_METRICS, TABLE_WIDTH, _clipped,
+                    _comment, _fmt_interval, _fmt_value, _render)
 
 _DEFINITIONS = """\
 - error of each gradient against a float64 reference; `max abs` = max |c - r|, `max rel` = max |c - r| / |r|
@@ -191,9 +191,10 @@ class StudyResult:
             else:
                 cells.append(ctx + [f"2^{w['lo']}..2^{w['hi']}", str(w["octaves"]), _fmt_value("rel_fro", w["best"]),
                                     f"2^{w['best_at']}", _fmt_value("rel_fro", w["worst"])])
-        return headers, cells
+        return headers, cells, len(cols) + 2
 
     def _table_cells(self):
+        """(headers, cells, the number of leading label columns) of the result's table."""
         if self.kind == "growth":
             return self._growth_pivot(self.meta.get("metric", "rel_fro"))
         if self.kind == "window":
@@ -220,7 +221,7 @@ class StudyResult:
             raw.append(tuple(repr(r.get(k)) for k in r if k in metrics or k.endswith(("_lo", "_hi"))
                              or k == "status"))
         mergeable = [i for i, c in enumerate(cols) if c in _MODE_FIELDS]
-        return headers, _merge_identical(cells, raw, mergeable)
+        return headers, _merge_identical(cells, raw, mergeable), len(cols)
 
     def _growth_pivot(self, metric):
         axis = self.meta.get("axis", "T")
@@ -254,11 +255,13 @@ class StudyResult:
             sl = slopes.get((mode, grad))
             cells.append([_fmt_value(k, present[0].get(k)) for k in mode_cols] +
                          [grad, present[0]["out_format"], nred_s] + vals + ["-" if sl is None else f"{sl:.2f}"])
-        return headers, cells
+        return headers, cells, len(mode_cols) + 3
 
-    def table(self):
-        """The result as a plain-text table (constant settings on the lines above it)."""
-        headers, cells = self._table_cells()
+    def table(self, width=TABLE_WIDTH):
+        """The result as a plain-text table (constant settings on the comment lines above it), every line at
+        most ``width`` characters where it can be (a wider table is stacked, see ``TABLE_WIDTH``; None or 0: one
+        table, lines as long as they come)."""
+        headers, cells, keys = self._table_cells()
         title = {"modes": "per-mode error vs float64 reference",
                  "spread": f"reduction-order spread ({self._spread_runs()}) next to the mode's error, in ULPs of "
                            "the output format",
@@ -266,7 +269,8 @@ class StudyResult:
                            "(slope: d log(error) / d log(reduction length))",
                  "window": f"scale window: grad_output scales 2^e where overflow and sub-normal fractions are both "
                            f"<= {self.meta.get('threshold', 0):g}"}[self.kind]
-        return "\n".join([f"# {title}", "# " + " | ".join(self.header_lines()), _render(headers, cells)])
+        return "\n".join(_comment([title], width) + _comment(self.header_lines(), width)
+                         + [_render(headers, cells, width=width, keys=keys)])
 
     def _spread_runs(self):
         """What the spread compares: N orders (sampled, or the operator's), or N runs in one fixed order."""
@@ -276,9 +280,9 @@ class StudyResult:
             return f"{n} deterministic calls of the operator" if operator else f"{n} runs in one fixed order"
         return f"{n} orders{', from the operator' if operator else ''}"
 
-    def magnitude_table(self, markdown=False):
+    def magnitude_table(self, markdown=False, width=TABLE_WIDTH):
         """Where each operand's and exact gradient's values lie against each format's limits (modes only; ''
-        when the study has no magnitude view)."""
+        when the study has no magnitude view); ``width`` as for ``table``."""
         mags = self.meta.get("magnitudes") or []
         if not mags:
             return ""
@@ -295,7 +299,7 @@ class StudyResult:
                                                      "frac_overflow")]
             cells.append([_fmt_value(k, m[k]) for k in ctx] + [m["tensor"], m["format"], *num, str(m["n_zero"]),
                                                               *fr])
-        return _render(headers, cells, markdown=markdown)
+        return _render(headers, cells, markdown=markdown, width=width, keys=len(ctx) + 2)
 
     def to_csv(self, path):
         keys = list(self.rows[0]) if self.rows else []
@@ -314,7 +318,7 @@ class StudyResult:
         return path
 
     def to_markdown(self, path, plots=()):
-        headers, cells = self._table_cells()
+        headers, cells, _ = self._table_cells()
         title = {"modes": "Per-mode error of the emulated NPU gradients",
                  "spread": "Reduction-order spread next to each mode's error",
                  "growth": "Error growth with the reduction length",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
@@ -98,18 +99,93 @@ def _percent(v):
     return t
 
 
-def _render(headers, cells, markdown=False):
+# The width of every text table and comment line a study prints (a terminal of 120 columns; --width changes
+# it, 0 lifts it).  A table wider than that is printed as stacked tables that share its row labels (the leading
+# label columns, repeated in each; or, when those take more than half the width, a row number 'row' that
+# the first tables set beside the labels); nothing is dropped.  Markdown tables are never split.
+TABLE_WIDTH = 120
+
+
+def _span(widths):
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def _render(headers, cells, markdown=False, width=TABLE_WIDTH, keys=1):
+    """``cells`` under ``headers`` as aligned text (or Markdown), at most ``width`` characters a line when it
+    can be (``_stack``: the first ``keys`` columns are the row labels); ``width`` None or 0: one table."""
     if markdown:
         esc = lambda v: str(v).replace("|", "\\|")  # noqa: E731  ("max |x|": a literal bar, not a column)
         lines = ["| " + " | ".join(map(esc, headers)) + " |", "|" + "|".join("---" for _ in headers) + "|"]
         lines += ["| " + " | ".join(map(esc, c)) + " |" for c in cells]
         return "\n".join(lines)
+    headers, cells = list(headers), [list(c) for c in cells]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    num = [all(_looks_numeric(c[i]) for c in cells) for i in range(len(headers))]
+    if not width or _span(widths) <= width:
+        return _block(headers, cells, range(len(headers)))
+    return "\n\n".join(_stack(headers, cells, widths, width, min(max(keys, 0), len(headers))))
+
+
+def _stack(headers, cells, widths, width, keys):
+    """The stacked tables of a table wider than ``width``: the label columns (the first ``keys``) repeated in
+    each when they take at most half the width, else a row number 'row' in each (the labels then go into the
+    first tables like any column); the other columns packed in order, as many as fit beside them."""
+    if keys and _span(widths[:keys]) <= width // 2:
+        key_cols, rest = list(range(keys)), list(range(keys, len(headers)))
+    else:
+        headers = ["row"] + headers
+        cells = [[str(i + 1)] + c for i, c in enumerate(cells)]
+        widths = [max(3, len(str(len(cells))))] + widths
+        key_cols, rest = [0], list(range(1, len(headers)))
+    parts, cur = [], []
+    for j in rest:
+        if cur and _span([widths[i] for i in key_cols + cur + [j]]) > width:
+            parts.append(cur)
+            cur = []
+        cur.append(j)
+    parts.append(cur)
+    out = []
+    for part in parts:
+        # a rejected row ('n/a (161002)' then blanks) reads 'n/a' in the tables its note is not in
+        shown = []
+        for c in cells:
+            row = list(c)
+            if all(c[j] == "" for j in part) and any(v.startswith("n/a (") for v in c):
+                row[part[0]] = "n/a"
+            shown.append(row)
+        out.append(_block(headers, shown, key_cols + part))
+    return out
+
+
+def _block(headers, cells, cols):
+    """The columns ``cols`` of a table as aligned text: numbers right-aligned, text left-aligned."""
+    cols = list(cols)
+    widths = {i: max(len(headers[i]), *(len(c[i]) for c in cells)) if cells else len(headers[i]) for i in cols}
+    num = {i: all(_looks_numeric(c[i]) for c in cells) for i in cols}
 
     def line(vals):
-        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, num)).rstrip()
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(c) for c in cells])
+        return "  ".join(vals[i].rjust(widths[i]) if num[i] else vals[i].ljust(widths[i]) for i in cols).rstrip()
+    return "\n".join([line(headers), line({i: "-" * widths[i] for i in cols})] + [line(c) for c in cells])
+
+
+def _comment(parts, width=TABLE_WIDTH, sep=" | "):
+    """Comment lines ('# ...') holding ``parts`` joined by ``sep``, a new line where the next part would pass
+    ``width`` (a part longer than that is wrapped at its spaces, continued after '#   ')."""
+    lines, cur = [], None
+    for p in parts:
+        if cur is not None and width and len("# " + cur + sep + p) > width:
+            lines.append(cur)
+            cur = p
+        else:
+            cur = p if cur is None else cur + sep + p
+    lines.append("" if cur is None else cur)
+    out = []
+    for text in lines:
+        if not width or len("# " + text) <= width:
+            out.append("# " + text)
+        else:
+            out += textwrap.wrap(text, width, initial_indent="# ", subsequent_indent="#   ",
+                                 break_long_words=False, break_on_hyphens=False)
+    return out
 
 
 def _looks_numeric(s):
@@ -117,4 +193,4 @@ def _looks_numeric(s):
         float(s.rstrip("%"))
         return True
     except ValueError:
-        return s in ("-", "") or s.startswith("n/a (")
+        return s in ("-", "", "n/a") or s.startswith("n/a (")

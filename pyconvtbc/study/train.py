@@ -240,10 +240,12 @@ class TrainResult:
             rows.append(row)
         return rows
 
-    def table(self, markdown=False):
+    def table(self, markdown=False, width=None):
         """The loss curves (mean loss of the steps//20 steps up to each checkpoint), the last tenth's mean
-        against the reference's, and the median time per step."""
-        from .table import _render
+        against the reference's, and the median time per step; text lines at most ``width`` characters where
+        they can be (default ``TABLE_WIDTH``; 0: unlimited)."""
+        from .table import TABLE_WIDTH, _comment, _render
+        width = TABLE_WIDTH if width is None else width
         m = self.meta
         rows = self.summary_rows()
         cps = [s + 1 for s in self.checkpoints()]
@@ -266,12 +268,13 @@ class TrainResult:
             if has_ref:
                 c.append(f"{r['time_vs_ref']:.1f}x")
             cells.append(c)
-        head = [f"# training: {m['layers']} ConvTBC layers (dim {m['dim']}, K={m['kernel']}, GLU), vocab "
-                f"{m['vocab']}, T={m['length']} B={m['batch']}, {m['steps']} steps of SGD (lr {m['lr']:g}, "
-                f"Nesterov 0.9, clip {m['clip']:g}), seed {m['seed']}",
-                f"# loss: cross entropy (nats), mean of the {max(1, m['steps'] // 20)} step(s) up to each step shown; "
-                f"noise floor {m['noise_floor']:.4f} | soc: {m['soc']} | kernel threads: {m['num_threads']}"]
-        body = _render(headers, cells, markdown=markdown)
+        head = (_comment([f"training: {m['layers']} ConvTBC layers (dim {m['dim']}, K={m['kernel']}, GLU), vocab "
+                          f"{m['vocab']}, T={m['length']} B={m['batch']}, {m['steps']} steps of SGD (lr {m['lr']:g}, "
+                          f"Nesterov 0.9, clip {m['clip']:g}), seed {m['seed']}"], width)
+                + _comment([f"loss: cross entropy (nats), mean of the {max(1, m['steps'] // 20)} step(s) up to each "
+                            f"step shown; noise floor {m['noise_floor']:.4f}", f"soc: {m['soc']}",
+                            f"kernel threads: {m['num_threads']}"], width))
+        body = _render(headers, cells, markdown=markdown, width=width, keys=1)
         return body if markdown else "\n".join(head + [body])
 
     def save(self, outdir, prefix=None, plots=True):

@@ -73,16 +73,19 @@ HEADERS = ("mode", "final loss (95% CI)", "vs torch (95% CI)", "seeds", "ms/step
 WIDTHS = (26, 20, 22, 5, 9)
 
 
-def header_lines(meta_like):
-    """The table's header (printed before the first row): the setup, then the column heads."""
+def header_lines(meta_like, width=None):
+    """The table's header (printed before the first row): the setup (comment lines at most ``width``
+    characters, default ``TABLE_WIDTH``; 0: one line each), then the column heads."""
+    from .table import TABLE_WIDTH, _comment
     m = meta_like
-    return [f"# training over seeds {m['seeds'][0]}..{m['seeds'][-1]}: {m['layers']} ConvTBC layers (dim "
-            f"{m['dim']}, K={m['kernel']}, GLU), vocab {m['vocab']}, T={m['length']} B={m['batch']}, {m['steps']} "
-            f"steps of SGD (lr {m['lr']:g}, Nesterov 0.9, clip {m['clip']:g})",
-            "# final loss: mean of the last tenth of the steps; vs torch: final / torch's final of the same seed - 1; "
-            "mean ±half-width of the 95 % interval (t)",
-            "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(HEADERS, WIDTHS))),
-            "  ".join("-" * w for w in WIDTHS)]
+    width = TABLE_WIDTH if width is None else width
+    return (_comment([f"training over seeds {m['seeds'][0]}..{m['seeds'][-1]}: {m['layers']} ConvTBC layers (dim "
+                      f"{m['dim']}, K={m['kernel']}, GLU), vocab {m['vocab']}, T={m['length']} B={m['batch']}, "
+                      f"{m['steps']} steps of SGD (lr {m['lr']:g}, Nesterov 0.9, clip {m['clip']:g})"], width)
+            + _comment(["final loss: mean of the last tenth of the steps", "vs torch: final / torch's final of the "
+                        "same seed - 1", "mean ±half-width of the 95 % interval (t)"], width, sep="; ")
+            + ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(HEADERS, WIDTHS))),
+               "  ".join("-" * w for w in WIDTHS)])
 
 
 def row_line(row):
@@ -104,5 +107,5 @@ class SeedsResult:
     def __init__(self, rows, meta):
         self.rows, self.meta = rows, meta
 
-    def table(self):
-        return "\n".join(header_lines(self.meta) + [row_line(r) for r in self.rows])
+    def table(self, width=None):
+        return "\n".join(header_lines(self.meta, width) + [row_line(r) for r in self.rows])
