@@ -19,6 +19,7 @@ import numpy as np
 
 from .choices import _uniq
 from .metrics import format_limits
+from .plot_layout import legend_below, readable
 from .table import _HEAD, _MODE_FIELDS, _PROBLEM_FIELDS
 
 _STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "x"),
@@ -71,6 +72,15 @@ def plot_names(kind, grads):
     if kind == "modes":
         return ["error_by_mode"] + [f"ulp_hist_{g}" for g in grads] + ["magnitudes"]
     return {"spread": ["spread_vs_error"], "growth": ["growth"], "window": ["window"], "train": ["loss"]}[kind]
+
+
+_LEGEND_LINE_IN = 0.115      # the height of one line of a 6.5-point legend, in inches
+
+
+def _legend_lines(result, varying):
+    """The lines a legend of every mode of ``result`` takes at most (one a mode; merged modes share a line
+    each)."""
+    return len(_uniq(result._mode_label(r, varying) for r in result.rows)) + 1
 
 
 def _mode_key(row):
@@ -189,6 +199,7 @@ def _mode_figures(Figure, result, varying, grads):
                 seen.setdefault(ll, hh)
             ax.legend(list(seen.values()), list(seen), fontsize=7, loc="lower right")
     fig.tight_layout()
+    readable(fig)
     yield ("error_by_mode" if result.kind == "modes" else "spread_vs_error"), fig
     if result.kind == "modes":
         for g in grads:
@@ -206,11 +217,15 @@ def _ulp_histogram(Figure, result, varying, g):
     if not idx:
         return None
     fmts = list(_uniq(rows[i]["out_format"] for i in idx))
-    fig = Figure(figsize=(6.0 * len(fmts) + 2.5, 3.9))
-    for fi, f in enumerate(fmts):
-        ax = fig.add_subplot(1, len(fmts), fi + 1)
+    panels = []
+    for f in fmts:
         mine = [i for i in idx if rows[i]["out_format"] == f]
-        groups = merge_identical(mine, lambda a, b: np.array_equal(samples[a], samples[b]))
+        panels.append((f, mine, merge_identical(mine, lambda a, b: np.array_equal(samples[a], samples[b]))))
+    lines = max(sum(_merged_label(result, [rows[i] for i in grp], varying, sep="\n= ").count("\n") + 1
+                    for grp in groups) for _, _, groups in panels)
+    fig = Figure(figsize=(6.0 * len(fmts) + 2.5, 3.5 + _LEGEND_LINE_IN * lines))
+    for fi, (f, mine, groups) in enumerate(panels):
+        ax = fig.add_subplot(1, len(fmts), fi + 1)
         drawn = [s for s in (samples[grp[0]] for grp in groups) if s.size]
         hi = max([float(s.max()) for s in drawn] + [1.0])
         bins = np.concatenate(([0.0], np.geomspace(1e-3, hi * 1.01, 50)))
@@ -232,8 +247,9 @@ def _ulp_histogram(Figure, result, varying, g):
         sampled = any(rows[i]["n_ulp"] > samples[i].size for i in mine)
         ax.set_ylabel("elements" + (" (sampled)" if sampled else ""))
         ax.set_title(f"{g}: ULP error in {f}", fontsize=10)
-        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.18), frameon=False)
+        legend_below(ax, fontsize=6.5, frameon=False)
     fig.tight_layout()
+    readable(fig)
     return fig
 
 
@@ -257,7 +273,7 @@ def _growth_figure(Figure, result, varying, grads):
             panels += [(g, f, [r for r in rs if r["out_format"] == f]) for f in _uniq(r["out_format"] for r in rs)]
         else:
             panels.append((g, None, rs))
-    fig = Figure(figsize=(4.8 * len(panels), 4.6))
+    fig = Figure(figsize=(4.8 * len(panels), 3.4 + _LEGEND_LINE_IN * _legend_lines(result, varying)))
     mode_fields = [k for k in varying if k in _MODE_FIELDS]
     for pi, (g, f, rs) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), pi + 1)
@@ -289,10 +305,11 @@ def _growth_figure(Figure, result, varying, grads):
         ax.set_ylabel(_HEAD.get(metric, metric) + (f" ({f})" if f else ""))
         ax.set_title(g + (f" in {f}" if f else ""), fontsize=10)
         ax.grid(alpha=0.3, color="0.5")
-        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.15), frameon=False)
+        legend_below(ax, fontsize=6.5, frameon=False)
     if result.meta.get("repeats", 1) > 1:
         fig.suptitle(f"mean of {result.meta['repeats']} seeds; dotted band: 95 % interval", fontsize=9)
     fig.tight_layout()
+    readable(fig)
     return fig
 
 
@@ -301,7 +318,7 @@ def _window_figure(Figure, result, varying, grads):
     markers where neither overflow nor sub-normal values pass the threshold (inside the window), hollow outside."""
     from .window import _passes
     thr = result.meta.get("threshold", 0.0)
-    fig = Figure(figsize=(6.0 * len(grads), 4.6))
+    fig = Figure(figsize=(6.0 * len(grads), 3.4 + _LEGEND_LINE_IN * _legend_lines(result, varying)))
     mode_fields = [k for k in varying if k in _MODE_FIELDS + ("distribution", "shape")]
     for gi, g in enumerate(grads):
         ax = fig.add_subplot(1, len(grads), gi + 1)
@@ -336,8 +353,9 @@ def _window_figure(Figure, result, varying, grads):
         ax.set_ylabel("relative Frobenius error (capped at 10)")
         ax.set_title(f"{g}: filled = inside the window (ovf and sub <= {thr:g})", fontsize=9)
         ax.grid(alpha=0.3, color="0.5")
-        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, -0.15), frameon=False)
+        legend_below(ax, fontsize=6.5, frameon=False)
     fig.tight_layout()
+    readable(fig)
     return fig
 
 
@@ -385,4 +403,5 @@ def _magnitude_figure(Figure, result, max_panels=12):
     fig.suptitle("magnitudes against each format's limits (dotted: min subnormal, dashed: min normal, solid: "
                  "max, dash-dot: overflow)", fontsize=8)
     fig.tight_layout()
+    readable(fig)
     return fig
