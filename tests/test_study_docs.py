@@ -6,6 +6,7 @@ import re
 import pytest
 
 from conftest import load_repo_module
+from study_tables import tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,15 +53,14 @@ def test_the_22_bit_what_if_sentence_quotes_its_tables():
     with open(gen.PAGE) as fh:
         page = fh.read()
     blocks = gen.page_blocks(page)
-    row22 = next(l for l in blocks["hf32_whatif"].splitlines() if l.startswith("22 (what-if)")).split()
-    keep = next(l for l in blocks["modes"].splitlines()
-                if l.startswith("KEEP_DTYPE") and "ascend910b" in l and "gradWeight" in l).split()
+    row22 = next(r for r in tables(blocks["hf32_whatif"])[0] if r["hf32 bits"] == "22 (what-if)")
+    keep = next(r for r in tables(blocks["modes"])[0]
+                if r["cubeMathType"] == "KEEP_DTYPE" and "ascend910b" in r["soc"] and r["grad"] == "gradWeight")
     prose = page[page.index("<!-- end: hf32_whatif -->"):page.index("## 3. 8-bit gradWeight")]
     prose = " ".join(prose.split())
     assert "the error is KEEP_DTYPE's" not in prose
-    # counted from the right: ... rel Frob, ULP n, ULP med, ULP p99, ULP max, ovf%, sub%, unf%, NaN, Inf
-    rel22, med22 = row22[-10], row22[-8]
-    relk, medk = keep[-10], keep[-8]
+    rel22, med22 = row22["rel Frob"], row22["ULP med"]
+    relk, medk = keep["rel Frob"], keep["ULP med"]
     assert f"`rel Frob` {rel22} against {relk}" in prose, (rel22, relk, prose)
     assert f"`ULP med` {med22} against {medk}" in prose, (med22, medk, prose)
     assert float(rel22) > float(relk)          # "still above it"
