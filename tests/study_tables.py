@@ -22,7 +22,8 @@ def _is_rule(line):
 def comments(text):
     """The comment lines ('# ...') above the tables."""
     lines = text.splitlines()
-    return [l for i, l in enumerate(lines) if l.startswith("# ") and not (i + 1 < len(lines) and _is_rule(lines[i + 1]))]
+    return [l for i, l in enumerate(lines)
+            if l.startswith("# ") and not (i + 1 < len(lines) and _is_rule(lines[i + 1]))]
 
 
 def parts(text):
