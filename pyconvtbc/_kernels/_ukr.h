@@ -5,7 +5,9 @@
  * gradBias's partial sums, and the block sizes the drivers tile with.  The drivers (_conv_*.h: planning, packing,
  * task loops, threads) call only through the table and know no instruction set; _ukr_select.c is the one place
  * that compares ISA codes (CPU detection and the choice of table).  Kernels take panels, leading dimensions and
- * sizes: never a plan.  Adding an ISA is one file here plus one row in ct_ukr_select.
+ * sizes: never a plan.  Adding an ISA is one file here plus one row in ct_ukr_select.  A table may sit over another
+ * (_ukr_amx.c: AVX-512's with the cube entries on AMX tiles for BF16 compute): it names the compute precision it
+ * serves and the table every other call takes (ct_ukr_for).
  *
  * Every entry computes exactly what the generic C in _ukr_generic.h computes (one fp32 FMA chain per element in
  * the documented order, or the cube form's blocks): no result depends on the table (tests/test_accumulation.py,

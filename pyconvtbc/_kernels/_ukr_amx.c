@@ -138,8 +138,9 @@ static CT_TAMX void ct_amx_run_hw(float *C, int nct, const ct_amx_at *At, const 
 /* the CPU has AMX-TILE and AMX-BF16, the OS saves the tile state, and Linux granted this process its use */
 static int ct_amx_cpu(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 22)) || !(d & (1u << 24))) return 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0;          /* OSXSAVE */
+    const unsigned amx_bf16 = 0x00400000u, amx_tile = 0x01000000u, osxsave = 0x08000000u;  /* bits 22, 24; 27 */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & amx_bf16) || !(d & amx_tile)) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & osxsave)) return 0;
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     if ((lo & (3u << 17)) != (3u << 17)) return 0;                                 /* XTILECFG, XTILEDATA */
