@@ -23,8 +23,11 @@ from pyconvtbc._kernels import _conv_tbc as K
 BF16 = ml_dtypes.bfloat16
 STATUS = K.amx_status()
 PLAIN = [i for i in K.isas() if i not in ("amx", "amx_standin")][-1]     # the FMA kernels the engines sit on
-ENGINES = [pytest.param("amx_standin", id="standin"),
-           pytest.param("amx", id="tiles", marks=pytest.mark.skipif(
+# (the hook's ISA, its packing): the stand-in with the packing this CPU gets (AVX-512 where it runs) and with the
+# generic C packing; the tiles where they are on
+ENGINES = [pytest.param(("amx_standin", None), id="standin"),
+           pytest.param(("amx_standin", False), id="standin-cpack"),
+           pytest.param(("amx", None), id="tiles", marks=pytest.mark.skipif(
                not STATUS["amx"], reason=f"no AMX tiles here: {STATUS['amx_why']}"))]
 SOCS = ("ascend910b", "ascend950", "ascend910")
 # (T_in, B, Cin, Cout, K, pad): T_out not a multiple of 16, channels not multiples of 16, B = 1, K = 1, narrow
@@ -52,19 +55,28 @@ def operands(shape, rng, emin=-6, emax=2):
             bf16_values(rng, (Kw, Cin, Cout), emin, emax), bf16_values(rng, (Cout,), emin, emax))
 
 
-def backward(isa, dy, x, w, b, pad, threads=1, **kw):
-    with K.hooks.override(isa=isa, parallel_min=0):
+def _hooks(engine):
+    isa, pack = engine if isinstance(engine, tuple) else (engine, None)
+    return K.hooks.override(isa=isa, parallel_min=0, amx_vector_pack=pack)
+
+
+def backward(engine, dy, x, w, b, pad, threads=1, **kw):
+    with _hooks(engine):
         gi, gw, gb = pc.conv_tbc_backward(dy, x, w, b, pad, deterministic=True, num_threads=threads, **kw)
     return gi, gw, gb
 
 
-def forward(isa, x, w, b, pad, threads=1, **kw):
-    with K.hooks.override(isa=isa, parallel_min=0):
+def forward(engine, x, w, b, pad, threads=1, **kw):
+    with _hooks(engine):
         return pc.conv_tbc(x, w, b, pad, num_threads=threads, **kw)
 
 
+def is_hw(engine):
+    return engine[0] == "amx"
+
+
 def engine_counts(engine):
-    return K.amx_counts(hw=engine == "amx")
+    return K.amx_counts(hw=is_hw(engine))
 
 
 def same_as_plain(engine, dy, x, w, b, pad, threads=1, **kw):
@@ -100,7 +112,7 @@ def test_one_tile_step_is_the_models_block_not_the_pseudocode(engine):
     """C = 2^24 and products 1, 1: the block's chain gives 2 first, so 2^24 + 2 (Intel's pseudocode, one chain
     from C, gives 2^24: each +1 is a tie that rounds to even); a tie inside the chain rounds to even; each step
     of the chain rounds to fp32 (2^30 + 1 - 2^30 gives 0, where a wide accumulator would keep the 1)."""
-    hw = engine == "amx"
+    hw = is_hw(engine)
     c = np.zeros((16, 32), np.float32)
     a = np.zeros((1, 16, 16), np.float32)
     b = np.zeros((1, 16, 32), np.float32)
@@ -111,19 +123,22 @@ def test_one_tile_step_is_the_models_block_not_the_pseudocode(engine):
     b[0, :2, 1] = 1.0
     a[0, 2, :3] = [2.0 ** 30, 1.0, -(2.0 ** 30)]     # 2^30 + 1 rounds to 2^30 in the chain: 0, not 1
     b[0, :3, 2] = 1.0
-    got = K._amx_tile_dot(hw, c, a, b)
+    with _hooks(engine):
+        got = K._amx_tile_dot(hw, c, a, b)
     assert got[0, 0] == 2.0 ** 24 + 2 and got[1, 1] == 1.0 and got[2, 2] == 0.0
     assert (bits(got) == bits(model_step(c, a, b))).all()
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_tile_steps_equal_the_model_on_guard_passing_blocks(engine):
+    hw = is_hw(engine)
     rng = np.random.default_rng(5)
     for emin, emax, nb in ((-3, 3, 1), (-20, 20, 2), (-56, -50, 3), (10, 40, 4)):
         a = bf16_values(rng, (nb, 16, 16), emin, emax).astype(np.float32)
         b = bf16_values(rng, (nb, 16, 32), emin, emax).astype(np.float32)
         c = bf16_values(rng, (16, 32), emin, emax).astype(np.float32)
-        got = K._amx_tile_dot(engine == "amx", c, a, b)
+        with _hooks(engine):
+            got = K._amx_tile_dot(hw, c, a, b)
         assert (bits(got) == bits(exact_model(c, a, b))).all(), (emin, emax, nb)
 
 
@@ -159,7 +174,7 @@ def round_f32(v):
 def test_tiles_flush_subnormals_which_is_why_the_guard_exists(engine):
     """A subnormal operand is read as zero, a subnormal product or sum is flushed to zero, a subnormal C is read
     as zero: where IEEE fp32 (the model) keeps them.  The guard keeps such blocks off the tiles."""
-    hw = engine == "amx"
+    hw = is_hw(engine)
     c = np.zeros((16, 32), np.float32)
     a = np.zeros((1, 16, 16), np.float32)
     b = np.zeros((1, 16, 32), np.float32)
@@ -168,7 +183,8 @@ def test_tiles_flush_subnormals_which_is_why_the_guard_exists(engine):
     c[2, 2] = 2.0 ** -140                                 # a subnormal accumulator, no products
     model = model_step(c, a, b)
     assert model[0, 0] == 2.0 ** -30 and model[1, 1] == np.float32(2.0 ** -140) and model[2, 2] > 0
-    got = K._amx_tile_dot(hw, c, a, b)
+    with _hooks(engine):
+        got = K._amx_tile_dot(hw, c, a, b)
     assert got[0, 0] == 0 and got[1, 1] == 0 and got[2, 2] == 0
 
 

@@ -306,15 +306,16 @@ int main(int argc, char **argv) {
     int isa = argc > 1 ? atoi(argv[1]) : CT_ISA_N - 1;
     long rounds = argc > 2 ? atol(argv[2]) : 2000;
     if (argc > 3) rs = strtoull(argv[3], NULL, 10) | 1u;
-    ct_ukr_opts o = {1, 0, 0};
+    ct_ukr_opts o = {1, 0, 0, 0};
     int amx = isa == CT_ISA_AMX || isa == CT_ISA_AMX_SW;
     if (ct_ukr_init_portable(&P, &o) != 0 || !ct_isa_runs(isa) || ct_ukr_select(&V, isa, &o) != 0) {
         printf("ISA %d does not run here\n", isa);
         return 2;
     }
     for (long r = 0; r < rounds; r++) {
-        if (r == rounds / 2) {            /* the other tile height of the cube gradInput for the second half */
+        if (r == rounds / 2) {            /* the other tile height of the cube gradInput for the second half, */
             o.gi_rows = 4;
+            o.amx_pack = -1;              /* and the AMX tables' generic packing */
             ct_ukr_select(&V, isa, &o);
         }
         bf16_data = amx && r % 2;

@@ -42,7 +42,7 @@ cdef extern from "_ukr.h" nogil:
         void (*round_row)(float *v, int64_t n, int compute, int hbits, int hrnd)
         void (*store_row)(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat)
     ctypedef struct ct_ukr_opts:
-        int gw_pairs, gi_rows, bcast
+        int gw_pairs, gi_rows, bcast, amx_pack
     int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512, CT_ISA_NEON, CT_ISA_AMX, CT_ISA_AMX_SW, CT_ISA_N
     int ct_isa_runs(int isa)
     int ct_isa_supported()
@@ -159,7 +159,7 @@ _isa_ok = [bool(ct_isa_runs(i)) for i in range(CT_ISA_N)]      # the ISAs this C
 cdef ct_ukr _tables[6]
 if CT_ISA_N > 6:                                   # (the table above has one slot per ISA code)
     raise ImportError(f"pyconvtbc: _tables holds 6 ISAs, the kernels define {CT_ISA_N}")
-cdef ct_ukr_opts _ukr_opts = ct_ukr_opts(gw_pairs=1, gi_rows=0, bcast=0)
+cdef ct_ukr_opts _ukr_opts = ct_ukr_opts(gw_pairs=1, gi_rows=0, bcast=0, amx_pack=0)
 
 
 cdef int _build_tables() except -1:
@@ -269,6 +269,8 @@ def _amx_fault(on):
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
 #   gi_rows       rows per tile of the AVX2 cube gradInput / forward kernels, 4 or 6 (None: by CPU, 4 on AMD and
 #                 6 elsewhere); the same bits either way
+#   amx_vector_pack  the AMX tables' packing: None, AVX-512 where the CPU has it; False, the generic C; the
+#                 same bits either way
 #   bcast_fma     the AVX-512 cube kernels' broadcasts as each FMA's memory operand (True) or one shared
 #                 vbroadcastss a row (False) (None: by CPU, True on AMD); the same bits either way
 #   narrow        the narrow-channel "cube" kernels (_conv_narrow.h: Cin, Cout <= 8; the backward in ascend910b
@@ -297,7 +299,7 @@ class _Hooks:
     """The kernels' test and profiling knobs (see above): ``get()``, ``set(**knobs)``, ``override(**knobs)``."""
 
     names = ("isa", "parallel_min", "blocking", "gw_pairs", "gi_rows", "phase_mask", "stream_rows", "narrow",
-             "bcast_fma")
+             "bcast_fma", "amx_vector_pack")
 
     def get(self):
         """The current value of every knob, as a dict."""
@@ -307,7 +309,8 @@ class _Hooks:
                 "phase_mask": _knobs.phase_mask,
                 "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force),
                 "narrow": bool(ct_narrow_on),
-                "bcast_fma": None if _ukr_opts.bcast == 0 else _ukr_opts.bcast > 0}
+                "bcast_fma": None if _ukr_opts.bcast == 0 else _ukr_opts.bcast > 0,
+                "amx_vector_pack": None if _ukr_opts.amx_pack == 0 else False}
 
     def set(self, **knobs):
         """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
@@ -344,10 +347,16 @@ class _Hooks:
         if v is not None and not isinstance(v, bool):
             raise ValueError(f"bcast_fma must be None, True or False, got {v!r}")
         bcast = 0 if v is None else (1 if v else -1)
+        v = knobs.get("amx_vector_pack")
+        if v not in (None, False):
+            raise ValueError(f"amx_vector_pack must be None (by CPU) or False (the generic C), got {v!r}")
+        amx_pack = 0 if v is None else -1
         old = {k: v for k, v in self.get().items() if k in knobs}
         global ct_win_force, ct_narrow_on
         if "bcast_fma" in knobs:
             _ukr_opts.bcast = bcast
+        if "amx_vector_pack" in knobs:
+            _ukr_opts.amx_pack = amx_pack
         if "narrow" in knobs:
             ct_narrow_on = narrow
         if "stream_rows" in knobs:

@@ -101,6 +101,7 @@ typedef struct {
     int gw_pairs;      /* AVX-512: the co-pair gw kernel for narrow channels on / off */
     int gi_rows;       /* AVX2 cube gradInput / forward rows per tile: 4 or 6 (0: by CPU, 4 on AMD) */
     int bcast;         /* AVX-512 cube kernels: 1 broadcast as each FMA's memory operand, -1 shared, 0 by CPU */
+    int amx_pack;      /* the AMX tables' packing: 0 by CPU (AVX-512 where it runs), -1 the generic C */
 } ct_ukr_opts;
 
 typedef struct ct_ukr {
@@ -172,9 +173,9 @@ int ct_ukr_init_portable(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_avx2(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_avx512(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_neon(ct_ukr *U, const ct_ukr_opts *o);
-/* _ukr_amx.c: the tiles' (hw = 1) or the stand-in's table over *base (-1: the path is off, ct_amx_why says why);
- * the self-test on demand; a test hook that perturbs the engines so that the self-test must fail */
-int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw);
+/* _ukr_amx.c: the tiles' (hw = 1) or the stand-in's table over *base (-1: the path is off, ct_amx_why says why),
+ * vec = 1 where the CPU has AVX-512 (the packing's vector code); the self-test on demand; test hooks */
+int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw, int vec);
 const char *ct_amx_why(int hw);
 int ct_amx_check(int hw, char *why, size_t nwhy);
 void ct_amx_set_fault(int fault);

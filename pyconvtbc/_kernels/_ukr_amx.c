@@ -46,8 +46,8 @@
 #define CT_AMX_K0 16          /* the one block size a tile step makes */
 
 /* the packed tiles of one block: A' rows m (16 dwords each), B' rows d (32 dwords: two column tiles) */
-typedef struct { uint32_t a[16 * 16]; } ct_amx_at;
-typedef struct { uint32_t b[16 * 32]; } ct_amx_bt;
+typedef struct { uint32_t a[16 * 16] __attribute__((aligned(64))); } ct_amx_at;
+typedef struct { uint32_t b[16 * 32] __attribute__((aligned(64))); } ct_amx_bt;
 /* the guard's facts about one packed operand tile */
 typedef struct { uint32_t low; int bad, emin, emax; } ct_amx_st;
 
@@ -191,6 +191,84 @@ static void ct_amx_pack_a(ct_amx_at *T, ct_amx_st *s, const float *base, const f
     }
 }
 
+typedef void (*ct_amx_pack_b_fn)(ct_amx_bt *T, ct_amx_st *s, const float *Bk, int64_t ldb, int64_t nk, int64_t n);
+typedef void (*ct_amx_pack_a_fn)(ct_amx_at *T, ct_amx_st *s, const float *base, const float *base2, int64_t rs,
+                                 int64_t ds, int64_t ds2, int64_t mr, int64_t nk);
+
+#if CT_AMX_HW
+/* The same packing with AVX-512 (F, BW, VL, DQ), the guard's facts gathered in vectors: 16 values per step; A' of
+ * gradWeight (its values ds apart along a row of A') by gathers.  The table over a base on a CPU with AVX-512
+ * (the tiles' always) takes these. */
+#define CT_T512A __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define CT_I512A static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+typedef struct { __m512i low, emin, emax; __mmask16 bad; } ct_amx_vst;
+CT_I512A void ct_amx_vst0(ct_amx_vst *v) {
+    v->low = v->emax = _mm512_setzero_si512();
+    v->emin = _mm512_set1_epi32(255);
+    v->bad = 0;
+}
+CT_I512A __m512i ct_amx_vnote(ct_amx_vst *v, __m512i u) {   /* u: 16 fp32 patterns; returns the bf16 halves */
+    __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xFF));
+    __mmask16 nz = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFFFF));
+    __mmask16 e0 = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+    v->bad |= (__mmask16)((e0 & nz) | _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0xFF)));
+    v->low = _mm512_or_si512(v->low, _mm512_and_si512(u, _mm512_set1_epi32(0xFFFF)));
+    v->emin = _mm512_mask_min_epu32(v->emin, (__mmask16)~e0, v->emin, e);
+    v->emax = _mm512_max_epu32(v->emax, e);
+    return _mm512_srli_epi32(u, 16);
+}
+CT_I512A void ct_amx_vst_end(const ct_amx_vst *v, ct_amx_st *s) {
+    s->low = (uint32_t)_mm512_reduce_or_epi32(v->low);
+    s->bad = v->bad != 0;
+    s->emin = (int)_mm512_reduce_min_epu32(v->emin);
+    s->emax = (int)_mm512_reduce_max_epu32(v->emax);
+}
+CT_I512A __mmask16 ct_amx_k16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u); }
+
+static CT_T512A void ct_amx_pack_b_512(ct_amx_bt *T, ct_amx_st *s, const float *Bk, int64_t ldb, int64_t nk,
+                                       int64_t n) {
+    ct_amx_vst v;
+    ct_amx_vst0(&v);
+    __mmask16 k0 = ct_amx_k16(n), k1 = ct_amx_k16(n - 16);
+    for (int64_t d = 0; d < 16; d++) {
+        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        if (d < nk) {
+            lo = ct_amx_vnote(&v, _mm512_maskz_loadu_epi32(k0, Bk + d * ldb));
+            if (k1) hi = ct_amx_vnote(&v, _mm512_maskz_loadu_epi32(k1, Bk + d * ldb + 16));
+        }
+        _mm512_store_si512((void *)(T->b + d * 32), lo);
+        _mm512_store_si512((void *)(T->b + d * 32 + 16), hi);
+    }
+    ct_amx_vst_end(&v, s);
+}
+
+static CT_T512A void ct_amx_pack_a_512(ct_amx_at *T, ct_amx_st *s, const float *base, const float *base2, int64_t rs,
+                                       int64_t ds, int64_t ds2, int64_t mr, int64_t nk) {
+    ct_amx_vst v;
+    ct_amx_vst0(&v);
+    __mmask16 k = ct_amx_k16(nk);
+    int gather = ds != 1 || (base2 && ds2 != 1);
+    if (gather && (ds > (INT32_MAX / 16) || ds2 > (INT32_MAX / 16) || ds < 0 || ds2 < 0)) {
+        ct_amx_pack_a(T, s, base, base2, rs, ds, ds2, mr, nk);       /* (offsets beyond a 32-bit gather index) */
+        return;
+    }
+    __m512i step = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i ix = _mm512_mullo_epi32(step, _mm512_set1_epi32((int)ds)), ix2 = _mm512_mullo_epi32(step, _mm512_set1_epi32((int)ds2));
+    for (int64_t m = 0; m < 16; m++) {
+        __m512i a = _mm512_setzero_si512();
+        if (m < mr) {
+            int two = base2 && m >= 8;
+            const float *r = two ? base2 + (m - 8) * rs : base + m * rs;
+            __m512i u = !gather ? _mm512_maskz_loadu_epi32(k, r)
+                                : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, two ? ix2 : ix, r, 4);
+            a = ct_amx_vnote(&v, u);
+        }
+        _mm512_store_si512((void *)(T->a + m * 16), a);
+    }
+    ct_amx_vst_end(&v, s);
+}
+#endif
+
 /* whether the accumulators C (mr x n, ldc) may enter a tile: 0 when a value is -0, subnormal, not finite or not a
  * multiple of 2^-126; else 1 with *cb = a bound on every |value| */
 static int ct_amx_c_ok(const float *C, int64_t ldc, int64_t mr, int64_t n, double *cb) {
@@ -234,6 +312,8 @@ typedef struct {
     ct_ukr base;          /* the table every other call and every guard-failing block goes to */
     ct_amx_run run;
     int idx;              /* 0 the tiles, 1 the stand-in */
+    ct_amx_pack_a_fn pack_a;
+    ct_amx_pack_b_fn pack_b;
     int ok;               /* the self-test's verdict: 1 passed, 0 failed, -1 not run */
     char why[160];        /* why the path is off */
 } ct_amx_eng;
@@ -257,7 +337,7 @@ static inline __attribute__((always_inline)) void ct_amx_gic(
         int nb = (int)ct_min(CT_AMX_RB, jb1 - jc);
         for (int b = 0; b < nb; b++) {
             int64_t jb = jc + b, g = jb / K, kk = jb % K, lo = g * k0, hi = ct_min(Cout, lo + k0);
-            ct_amx_pack_b(&Bt[b], &sb[b], Bp + ct_wblk(lo, hi, K, kk) * n, n, hi - lo, n);
+            E->pack_b(&Bt[b], &sb[b], Bp + ct_wblk(lo, hi, K, kk) * n, n, hi - lo, n);
         }
         for (int64_t i = i0; i < i1; i += 16) {
             int64_t mr = ct_min(16, i1 - i);
@@ -266,7 +346,7 @@ static inline __attribute__((always_inline)) void ct_amx_gic(
                 int64_t jb = jc + b, g = jb / K, kk = jb % K, lo = g * k0, hi = ct_min(Cout, lo + k0);
                 int64_t q = lo / CT_PO, wq = ct_min(CT_PO, Cout - q * CT_PO);
                 const float *a = DYp + q * RO * CT_PO + (i + rowoff + kk * dk) * wq + (lo - q * CT_PO);
-                ct_amx_pack_a(&At[b], &sa[b], a, NULL, wq, 1, 0, mr, hi - lo);
+                E->pack_a(&At[b], &sa[b], a, NULL, wq, 1, 0, mr, hi - lo);
             }
             double cb;
             int cok = ct_amx_load_c(Ct, Ci, ldc, mr, n, &cb);
@@ -312,8 +392,8 @@ static inline __attribute__((always_inline)) void ct_amx_gw(
         ps[0] = p;
         for (; nb < CT_AMX_RB && p < nr; nb++) {          /* pack a run of blocks */
             int64_t e1 = ct_min(nr, p + blen);
-            ct_amx_pack_a(&At[nb], &sa[nb], A + p * lda, A2 ? A2 + p * lda2 : NULL, 1, lda, lda2, m, e1 - p);
-            ct_amx_pack_b(&Bt[nb], &sb[nb], B + p * ldb, ldb, e1 - p, n);
+            E->pack_a(&At[nb], &sa[nb], A + p * lda, A2 ? A2 + p * lda2 : NULL, 1, lda, lda2, m, e1 - p);
+            E->pack_b(&Bt[nb], &sb[nb], B + p * ldb, ldb, e1 - p, n);
             p = e1;
             blen = k0;
             ps[nb + 1] = p;
@@ -414,7 +494,7 @@ static float ct_amx_rval(uint64_t *s, int e0, int er) {
 
 /* one self-test case: C0 (16 x 32) + nb blocks of a (16 x 16 per block) and b (16 x 32 per block) through the
  * engine, against the model (fmaf chain from +0 per block, one add); returns the number of differing outputs */
-static int ct_amx_case(ct_amx_run run, const float *c0, const float *a, const float *b, int nb) {
+static int ct_amx_case(const ct_amx_eng *E, const float *c0, const float *a, const float *b, int nb) {
     ct_amx_at At[4];
     ct_amx_bt Bt[4];
     ct_amx_st s;
@@ -422,8 +502,8 @@ static int ct_amx_case(ct_amx_run run, const float *c0, const float *a, const fl
     memcpy(C, c0, sizeof C);
     memcpy(R, c0, sizeof R);
     for (int k = 0; k < nb; k++) {
-        ct_amx_pack_a(&At[k], &s, a + k * 256, NULL, 16, 1, 0, 16, 16);
-        ct_amx_pack_b(&Bt[k], &s, b + k * 512, 32, 16, 32);
+        E->pack_a(&At[k], &s, a + k * 256, NULL, 16, 1, 0, 16, 16);
+        E->pack_b(&Bt[k], &s, b + k * 512, 32, 16, 32);
         for (int m = 0; m < 16; m++)
             for (int n = 0; n < 32; n++) {
                 float t = 0.0f;
@@ -431,13 +511,13 @@ static int ct_amx_case(ct_amx_run run, const float *c0, const float *a, const fl
                 R[m * 32 + n] = R[m * 32 + n] + t;
             }
     }
-    run(C, 2, At, Bt, nb);
+    E->run(C, 2, At, Bt, nb);
     int bad = 0;
     for (int e = 0; e < 16 * 32; e++) bad += memcmp(&C[e], &R[e], 4) != 0;
     return bad;
 }
 
-static int ct_amx_selftest(ct_amx_run run, char *why, size_t nwhy) {
+static int ct_amx_selftest(const ct_amx_eng *E, char *why, size_t nwhy) {
     static float a[4 * 256], b[4 * 512], c[16 * 32];
     /* directed: (1) C = 2^24, products 1, 1: the model gives 2^24 + 2 (one step after another: 2^24);
      * (2) a tie: 1 + 2^-24 -> 1, and 1 + 2^-24 + 2^-24 in one chain -> 1 + 2^-23 (chained: 1 + 2^-24 rounds
@@ -449,7 +529,7 @@ static int ct_amx_selftest(ct_amx_run run, char *why, size_t nwhy) {
     b[64 + 5] = 1.0f;
     for (int m = 3; m < 16; m++) { a[m * 16 + 15] = (float)m; c[m * 32 + 31] = 0x1p-126f * (float)(m + 1); }
     b[15 * 32 + 31] = 0.5f;
-    int bad = ct_amx_case(run, c, a, b, 1);
+    int bad = ct_amx_case(E, c, a, b, 1);
     if (bad) { snprintf(why, nwhy, "self-test: %d of 512 outputs of the directed probes differ from the model", bad); return 0; }
     /* random blocks passing the guard, several exponent ranges, runs of 1..4 blocks */
     uint64_t s = 0x9E3779B97F4A7C15ull;
@@ -459,7 +539,7 @@ static int ct_amx_selftest(ct_amx_run run, char *why, size_t nwhy) {
             for (int e = 0; e < nb * 256; e++) a[e] = ct_amx_rval(&s, ranges[r][0], ranges[r][1]);
             for (int e = 0; e < nb * 512; e++) b[e] = ct_amx_rval(&s, ranges[r][0], ranges[r][1]);
             for (int e = 0; e < 16 * 32; e++) c[e] = ct_amx_rval(&s, ranges[r][0], ranges[r][1]);
-            bad = ct_amx_case(run, c, a, b, nb);
+            bad = ct_amx_case(E, c, a, b, nb);
             if (bad) {
                 snprintf(why, nwhy, "self-test: %d of 512 outputs of random blocks (exponents %d..%d, %d blocks) "
                          "differ from the model", bad, ranges[r][0], ranges[r][0] + ranges[r][1] - 1, nb);
@@ -472,13 +552,17 @@ static int ct_amx_selftest(ct_amx_run run, char *why, size_t nwhy) {
 /* ---- the tables ---- */
 /* Fills *U with the tiles' (hw = 1) or the stand-in's (hw = 0) table over *base; -1 (and the reason in
  * ct_amx_why) when the path is off: no AMX here, no permission, or the self-test failed. */
-int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw) {
+int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw, int vec) {
     ct_amx_eng *E = &ct_amx_e[hw ? 0 : 1];
     E->base = *base;
+    E->pack_a = ct_amx_pack_a;
+    E->pack_b = ct_amx_pack_b;
 #if CT_AMX_HW
     E->run = hw ? ct_amx_run_hw : ct_amx_run_sw;
+    if (vec) { E->pack_a = ct_amx_pack_a_512; E->pack_b = ct_amx_pack_b_512; }
 #else
     E->run = ct_amx_run_sw;
+    (void)vec;
 #endif
     if (E->ok < 0) {
         E->why[0] = 0;
@@ -493,7 +577,7 @@ int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw) {
             E->ok = 0;
         } else
 #endif
-            E->ok = ct_amx_selftest(E->run, E->why, sizeof E->why);
+            E->ok = ct_amx_selftest(E, E->why, sizeof E->why);
     }
     if (!E->ok) return -1;
     *U = *base;
@@ -521,17 +605,13 @@ int ct_amx_tile_dot(int hw, float *C, const float *a, const float *b, int nb) {
     ct_amx_at At[4];
     ct_amx_bt Bt[4];
     ct_amx_st s;
-    if (nb < 0 || nb > 4) return -1;
-    if (hw && ct_amx_e[0].ok != 1) return -1;
+    const ct_amx_eng *E = &ct_amx_e[hw ? 0 : 1];
+    if (nb < 0 || nb > 4 || E->ok != 1) return -1;
     for (int k = 0; k < nb; k++) {
-        ct_amx_pack_a(&At[k], &s, a + k * 256, NULL, 16, 1, 0, 16, 16);
-        ct_amx_pack_b(&Bt[k], &s, b + k * 512, 32, 16, 32);
+        E->pack_a(&At[k], &s, a + k * 256, NULL, 16, 1, 0, 16, 16);
+        E->pack_b(&Bt[k], &s, b + k * 512, 32, 16, 32);
     }
-#if CT_AMX_HW
-    (hw ? ct_amx_run_hw : ct_amx_run_sw)(C, 2, At, Bt, nb);
-#else
-    ct_amx_run_sw(C, 2, At, Bt, nb);
-#endif
+    E->run(C, 2, At, Bt, nb);
     return 0;
 }
 
@@ -556,11 +636,14 @@ void ct_amx_set_fault(int fault) {
 
 /* a self-test run on demand (hw: the tiles), the verdict 1 / 0 and the reason in why */
 int ct_amx_check(int hw, char *why, size_t nwhy) {
+    ct_amx_eng L = ct_amx_e[hw ? 0 : 1];          /* as the last init left it (packers), else generic */
+    if (!L.pack_a) { L.pack_a = ct_amx_pack_a; L.pack_b = ct_amx_pack_b; }
+    L.run = ct_amx_run_sw;
 #if CT_AMX_HW
     if (hw && !ct_amx_cpu()) { snprintf(why, nwhy, "no AMX-BF16 tiles here"); return 0; }
-    return ct_amx_selftest(hw ? ct_amx_run_hw : ct_amx_run_sw, why, nwhy);
+    if (hw) L.run = ct_amx_run_hw;
 #else
     if (hw) { snprintf(why, nwhy, "no AMX kernels in this build"); return 0; }
-    return ct_amx_selftest(ct_amx_run_sw, why, nwhy);
 #endif
+    return ct_amx_selftest(&L, why, nwhy);
 }

@@ -60,11 +60,12 @@ int ct_ukr_select(ct_ukr *U, int isa, const ct_ukr_opts *o) {
         case CT_ISA_NEON: return ct_ukr_init_neon(U, &r);
         case CT_ISA_AMX: {
             ct_ukr base;
-            return ct_ukr_select(&base, CT_ISA_AVX512, &r) == 0 ? ct_ukr_init_amx(U, &base, 1) : -1;
+            return ct_ukr_select(&base, CT_ISA_AVX512, &r) == 0 ? ct_ukr_init_amx(U, &base, 1, r.amx_pack >= 0) : -1;
         }
         case CT_ISA_AMX_SW: {                       /* the stand-in, over the best plain table */
             ct_ukr base;
-            return ct_ukr_select(&base, ct_isa_plain(), &r) == 0 ? ct_ukr_init_amx(U, &base, 0) : -1;
+            return ct_ukr_select(&base, ct_isa_plain(), &r) == 0
+                   ? ct_ukr_init_amx(U, &base, 0, r.amx_pack >= 0 && ct_cpu_has(CT_ISA_AVX512)) : -1;
         }
         default: return -1;
     }
