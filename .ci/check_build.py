@@ -23,7 +23,7 @@ import sys
 import tarfile
 import zipfile
 
-ISA_RANK = {"portable": 0, "neon": 1, "avx2": 1, "avx512": 2}
+ISA_RANK = {"portable": 0, "neon": 1, "avx2": 1, "avx512": 2, "amx": 3}   # (amx: avx512 plus tiles for BF16)
 # The CPU features each vector kernel needs (pyconvtbc/_kernels/_ukr_select.c, ct_cpu_has: the ISA files are
 # compiled for these).
 ISA_NEEDS = {

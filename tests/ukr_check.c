@@ -2,7 +2,7 @@
  * random shapes and operands (NaN, infinities, zeros of both signs, subnormals, huge values among them).
  *
  *   cc -O3 -ffp-contract=off -fno-fast-math -I pyconvtbc/_kernels tests/ukr_check.c pyconvtbc/_kernels/_ukr_*.c -lm
- *   ./a.out ISA_CODE [ROUNDS [SEED]]        # ISA_CODE: CT_ISA_* (1 avx2, 2 avx512, 3 neon)
+ *   ./a.out ISA_CODE [ROUNDS [SEED]]        # ISA_CODE: CT_ISA_* (1 avx2, 2 avx512, 3 neon, 4 amx, 5 amx_standin)
  *
  * Whole output buffers are compared (so a write outside a kernel's tile shows too): the codecs bit for bit, the
  * arithmetic bit for bit but for the sign and payload of NaNs (x86 and ARM pick a NaN result's pattern by their
@@ -23,9 +23,23 @@ static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; retur
 static int64_t rint_(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }  /* [lo, hi] */
 
 static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
-/* mostly ordinary values of varied magnitude; 1 in 40 special */
+/* the AMX tables, every other round: every value a bf16 value (low half zero) and specials rare, so that most
+ * tiles pass the guard and run on the tile steps */
+static int bf16_data;
+static float rval_any(void);
 static float rval(void) {
-    if (rnd() % 40 == 0) {
+    float f = rval_any();
+    if (bf16_data) {     /* (masked in place: GCC 12 at -O1 / -O2 drops the mask in f = bits_f(u & mask)) */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        u &= 0xFFFF0000u;
+        memcpy(&f, &u, 4);
+    }
+    return f;
+}
+/* mostly ordinary values of varied magnitude; 1 in 40 special (1 in 4000 in bf16 rounds) */
+static float rval_any(void) {
+    if (rnd() % (bf16_data ? 4000 : 40) == 0) {
         static const uint32_t sp[] = {0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x00000000u, 0x80000000u, 0x00000123u,
                                       0x80400000u, 0x7F7FFFFFu, 0x38800000u, 0x33800001u, 0x477FF000u, 0xC77FEFFFu,
                                       0xFFC04000u, 0x7FC02000u, 0x7F802000u};
@@ -292,17 +306,25 @@ int main(int argc, char **argv) {
     int isa = argc > 1 ? atoi(argv[1]) : CT_ISA_N - 1;
     long rounds = argc > 2 ? atol(argv[2]) : 2000;
     if (argc > 3) rs = strtoull(argv[3], NULL, 10) | 1u;
-    ct_ukr_opts o = {1, 0, 0};
+    ct_ukr_opts o = {1, 0, 0, 0};
+    int amx = isa == CT_ISA_AMX || isa == CT_ISA_AMX_SW;
     if (ct_ukr_init_portable(&P, &o) != 0 || !ct_isa_runs(isa) || ct_ukr_select(&V, isa, &o) != 0) {
         printf("ISA %d does not run here\n", isa);
         return 2;
     }
     for (long r = 0; r < rounds; r++) {
-        if (r == rounds / 2) {            /* the other tile height of the cube gradInput for the second half */
+        if (r == rounds / 2) {            /* the other tile height of the cube gradInput for the second half, */
             o.gi_rows = 4;
+            o.amx_pack = -1;              /* and the AMX tables' generic packing */
             ct_ukr_select(&V, isa, &o);
         }
+        bf16_data = amx && r % 2;
         check_gi_seq(); check_gw_seq(); check_gwc(); check_gic_rows(); check_codecs(); check_gb(); check_narrow();
+    }
+    if (amx) {
+        int64_t steps, falls;
+        ct_amx_counts(isa == CT_ISA_AMX, 0, &steps, &falls);
+        printf("tile steps         %s: %ld steps, %ld blocks to the FMA kernels\n", V.name, (long)steps, (long)falls);
     }
     long bad = 0;
     for (int i = 0; i < ncnt; i++) {

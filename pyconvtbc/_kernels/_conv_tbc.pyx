@@ -17,6 +17,7 @@ cimport numpy as cnp
 from ._openmp cimport pyconvtbc_omp_barrier
 from libc.stdint cimport int64_t, uintptr_t, uint8_t, uint16_t
 from libc.string cimport memset
+from libc.stddef cimport size_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from cpython.exc cimport PyErr_Fetch, PyErr_Restore
 from cpython.ref cimport PyObject
@@ -41,11 +42,17 @@ cdef extern from "_ukr.h" nogil:
         void (*round_row)(float *v, int64_t n, int compute, int hbits, int hrnd)
         void (*store_row)(const float *acc, int64_t n, char *dst, int dt, int pre, int hif8_rnd, int sat)
     ctypedef struct ct_ukr_opts:
-        int gw_pairs, gi_rows, bcast
-    int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512, CT_ISA_NEON, CT_ISA_N
+        int gw_pairs, gi_rows, bcast, amx_pack
+    int CT_ISA_PORTABLE, CT_ISA_AVX2, CT_ISA_AVX512, CT_ISA_NEON, CT_ISA_AMX, CT_ISA_AMX_SW, CT_ISA_N
     int ct_isa_runs(int isa)
     int ct_isa_supported()
     int ct_ukr_select(ct_ukr *U, int isa, const ct_ukr_opts *o)
+    const ct_ukr *ct_ukr_for(const ct_ukr *U, int compute)
+    const char *ct_amx_why(int hw)
+    int ct_amx_check(int hw, char *why, size_t nwhy)
+    void ct_amx_set_fault(int fault)
+    void ct_amx_counts(int hw, int reset, int64_t *steps, int64_t *falls)
+    int ct_amx_tile_dot(int hw, float *C, const float *a, const float *b, int nb)
 
 cdef extern from "_conv_gemm.h" nogil:
     ctypedef struct ct_src:
@@ -149,10 +156,10 @@ _isa_ok = [bool(ct_isa_runs(i)) for i in range(CT_ISA_N)]      # the ISAs this C
 
 # The micro-kernel table of each ISA this CPU runs (_ukr.h), rebuilt when a variant knob changes (hooks.set);
 # a call takes the one of _knobs.isa.
-cdef ct_ukr _tables[4]
-if CT_ISA_N > 4:                                   # (the table above has one slot per ISA code)
-    raise ImportError(f"pyconvtbc: _tables holds 4 ISAs, the kernels define {CT_ISA_N}")
-cdef ct_ukr_opts _ukr_opts = ct_ukr_opts(gw_pairs=1, gi_rows=0, bcast=0)
+cdef ct_ukr _tables[6]
+if CT_ISA_N > 6:                                   # (the table above has one slot per ISA code)
+    raise ImportError(f"pyconvtbc: _tables holds 6 ISAs, the kernels define {CT_ISA_N}")
+cdef ct_ukr_opts _ukr_opts = ct_ukr_opts(gw_pairs=1, gi_rows=0, bcast=0, amx_pack=0)
 
 
 cdef int _build_tables() except -1:
@@ -165,7 +172,8 @@ cdef int _build_tables() except -1:
 
 _build_tables()
 
-ISA_NAMES = {CT_ISA_PORTABLE: "portable", CT_ISA_AVX2: "avx2", CT_ISA_AVX512: "avx512", CT_ISA_NEON: "neon"}
+ISA_NAMES = {CT_ISA_PORTABLE: "portable", CT_ISA_AVX2: "avx2", CT_ISA_AVX512: "avx512", CT_ISA_NEON: "neon",
+             CT_ISA_AMX: "amx", CT_ISA_AMX_SW: "amx_standin"}
 _ISA_CODES = {name: code for code, name in ISA_NAMES.items()}
 
 # Below this much work (lane flops: 2*T_out*B*K*(Cin16*Cout + Cin*Cout16), channels rounded up to the 16
@@ -178,7 +186,8 @@ _GW_DTYPES = _IN_DTYPES + (CT_DT_HIF8, CT_DT_E4M3)
 
 
 def isa():
-    """The instruction set the kernels use now: 'avx512', 'avx2' or 'portable'."""
+    """The instruction set the kernels use now: 'amx', 'avx512', 'avx2', 'neon', 'portable' or 'amx_standin'
+    ('amx' and 'amx_standin' serve BF16 compute and hand every other call to their base table)."""
     return ISA_NAMES[_knobs.isa]
 
 
@@ -192,11 +201,67 @@ def isas():
     return [ISA_NAMES[i] for i in range(CT_ISA_N) if _isa_ok[i]]
 
 
+def amx_status():
+    """Whether the AMX tile path ('amx') and its software stand-in ('amx_standin') are on, and if not, why:
+    ``{"amx": bool, "amx_why": str, "amx_standin": bool, "amx_standin_why": str}``.  The tile path needs
+    AMX-BF16, Linux's permission for the tile state and a passed start-up self-test (_ukr_amx.c)."""
+    return {"amx": _isa_ok[CT_ISA_AMX], "amx_why": ct_amx_why(1).decode(),
+            "amx_standin": _isa_ok[CT_ISA_AMX_SW], "amx_standin_why": ct_amx_why(0).decode()}
+
+
+def amx_selftest(hw):
+    """Run the AMX self-test now on the tiles (hw true) or the stand-in: ``(passed, reason)``."""
+    cdef char why[200]
+    why[0] = 0
+    ok = ct_amx_check(1 if hw else 0, why, 200)
+    return bool(ok), why.decode()
+
+
+def amx_counts(hw=False, reset=True):
+    """``(tile steps, guard-failing blocks)`` made by the tiles (hw) or the stand-in since the last reset: how much
+    of the BF16 cube work took the tile path, and how many blocks the guard sent to the FMA kernels."""
+    cdef int64_t steps = 0, falls = 0
+    ct_amx_counts(1 if hw else 0, 1 if reset else 0, &steps, &falls)
+    return int(steps), int(falls)
+
+
+def _amx_tile_dot(hw, c, a, b):
+    """Test hook, no guard: c (16, 32) float32 after the tile steps of blocks a (nb, 16, 16) and b (nb, 16, 32)
+    (nb <= 4; operands bf16 values as float32) on the tiles (hw) or the stand-in; returns the new c."""
+    import numpy as np
+    ca = np.array(c, np.float32, order="C")
+    aa = np.ascontiguousarray(a, np.float32)
+    ba = np.ascontiguousarray(b, np.float32)
+    nb = aa.shape[0] if aa.ndim == 3 else 0
+    if ca.shape != (16, 32) or aa.shape != (nb, 16, 16) or ba.shape != (nb, 16, 32) or not 1 <= nb <= 4:
+        raise ValueError("c (16, 32), a (nb, 16, 16), b (nb, 16, 32), 1 <= nb <= 4 expected")
+    cdef float[:, ::1] cc = ca
+    cdef const float[:, :, ::1] av = aa
+    cdef const float[:, :, ::1] bv = ba
+    if ct_amx_tile_dot(1 if hw else 0, &cc[0, 0], &av[0, 0, 0], &bv[0, 0, 0], nb) != 0:
+        raise ValueError("the AMX tiles are off here: " + ct_amx_why(1).decode())
+    return ca
+
+
+def _amx_fault(on):
+    """Test hook: perturb one output bit of every AMX engine result (on) so that the self-test, run again, fails
+    and turns the AMX paths off for the process; off restores them (the self-test runs again).  Returns isas()."""
+    global _isa_max
+    ct_amx_set_fault(1 if on else 0)
+    for i in (CT_ISA_AMX, CT_ISA_AMX_SW):
+        _isa_ok[i] = bool(ct_isa_runs(i))
+    _isa_max = ct_isa_supported()
+    if not _isa_ok[_knobs.isa]:
+        _knobs.isa = _isa_max
+    _build_tables()
+    return isas()
+
+
 # ---- test and profiling hooks ----------------------------------------------------------------------------
 # Every knob that tests, bench/ and profiling turn lives behind ``hooks`` (nothing else writes them); a call
 # reads them once, when it starts (``_run``).  They are process-wide and not thread safe: set them between
 # calls, never while another thread runs the kernels.
-#   isa           code path: 'avx512', 'avx2', 'portable' (None: the best this CPU has)
+#   isa           code path: one of isas() (None: the best this CPU has; 'amx_standin' is never the default)
 #   parallel_min  work threshold below which a call runs serially (None: PARALLEL_MIN_FLOPS)
 #   blocking      cache-blocking sizes (mci, nci, kci, mcw, ncw, kcw) of _conv_plan.h; a None entry keeps
 #                 that size (None: the defaults).  kci changes gi's summation order (results stay correct,
@@ -204,6 +269,8 @@ def isas():
 #   gw_pairs      the AVX-512 co-pair gw kernel for narrow channels (None: on); the same bits either way
 #   gi_rows       rows per tile of the AVX2 cube gradInput / forward kernels, 4 or 6 (None: by CPU, 4 on AMD and
 #                 6 elsewhere); the same bits either way
+#   amx_vector_pack  the AMX tables' packing: None, AVX-512 where the CPU has it; False, the generic C; the
+#                 same bits either way
 #   bcast_fma     the AVX-512 cube kernels' broadcasts as each FMA's memory operand (True) or one shared
 #                 vbroadcastss a row (False) (None: by CPU, True on AMD); the same bits either way
 #   narrow        the narrow-channel "cube" kernels (_conv_narrow.h: Cin, Cout <= 8; the backward in ascend910b
@@ -232,7 +299,7 @@ class _Hooks:
     """The kernels' test and profiling knobs (see above): ``get()``, ``set(**knobs)``, ``override(**knobs)``."""
 
     names = ("isa", "parallel_min", "blocking", "gw_pairs", "gi_rows", "phase_mask", "stream_rows", "narrow",
-             "bcast_fma")
+             "bcast_fma", "amx_vector_pack")
 
     def get(self):
         """The current value of every knob, as a dict."""
@@ -242,7 +309,8 @@ class _Hooks:
                 "phase_mask": _knobs.phase_mask,
                 "stream_rows": None if ct_win_force == 0 else max(0, ct_win_force),
                 "narrow": bool(ct_narrow_on),
-                "bcast_fma": None if _ukr_opts.bcast == 0 else _ukr_opts.bcast > 0}
+                "bcast_fma": None if _ukr_opts.bcast == 0 else _ukr_opts.bcast > 0,
+                "amx_vector_pack": None if _ukr_opts.amx_pack == 0 else False}
 
     def set(self, **knobs):
         """Set the given knobs (None: the default); returns their old values, as a dict for ``set(**old)``.
@@ -279,10 +347,16 @@ class _Hooks:
         if v is not None and not isinstance(v, bool):
             raise ValueError(f"bcast_fma must be None, True or False, got {v!r}")
         bcast = 0 if v is None else (1 if v else -1)
+        v = knobs.get("amx_vector_pack")
+        if v not in (None, False):
+            raise ValueError(f"amx_vector_pack must be None (by CPU) or False (the generic C), got {v!r}")
+        amx_pack = 0 if v is None else -1
         old = {k: v for k, v in self.get().items() if k in knobs}
         global ct_win_force, ct_narrow_on
         if "bcast_fma" in knobs:
             _ukr_opts.bcast = bcast
+        if "amx_vector_pack" in knobs:
+            _ukr_opts.amx_pack = amx_pack
         if "narrow" in knobs:
             ct_narrow_on = narrow
         if "stream_rows" in knobs:
@@ -433,7 +507,7 @@ cdef int _plan(ct_plan *P, shape, Py_ssize_t nthreads, int compute, dtypes, int 
     cdef int gi_buf = gi_dt != CT_DT_F32 or compute == CT_C_FP16 or compute == CT_C_BF16
     cdef int gw_buf = gw_dt != CT_DT_F32
     if ct_plan_init(P, T_in, B, Cin, Cout, K, pad, max(1, nthreads), gi_buf, gw_buf, acc, k0, layout, geom,
-                    &_tables[_knobs.isa]) != 0:
+                    ct_ukr_for(&_tables[_knobs.isa], compute)) != 0:
         raise ValueError(f"invalid or too large shape {tuple(shape)!r}")
     return 0
 
@@ -676,7 +750,7 @@ cdef int _run(ct_plan *P, uintptr_t base, int64_t size, cancel=None) except -1:
     cancel: None, or a writable int32 array of one element; setting it nonzero (from any thread) stops the
     call at the next task or row-chunk boundary, which then raises Cancelled."""
     cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
-    P.U = &_tables[knobs.isa]
+    P.U = ct_ukr_for(&_tables[knobs.isa], P.compute)
     cdef float *fb = _workspace_base(base, size, P.ws.total_floats)
     P.ws.DYp = fb + P.ws.off_dyp if (fb != NULL and P.ws.off_xp > P.ws.off_dyp) else NULL
     P.ws.Xp = fb + P.ws.off_xp if (fb != NULL and P.ws.off_wp > P.ws.off_xp) else NULL
@@ -833,7 +907,7 @@ cdef int _fwd_plan(ct_fwd *F, shape, mode, num_threads, int out_dt) except -1:
     if out_dt not in _FWD_OUT_DTYPES:               # (the forward writes the operand formats only)
         raise UnsupportedDtype(f"out: unsupported dtype code {out_dt}")
     cdef int rc = ct_fwd_init(F, T_in, B, Cin, Cout, K, pad, max(1, int(num_threads)), acc, k0, out_dt, pre,
-                              &_tables[_knobs.isa])
+                              ct_ukr_for(&_tables[_knobs.isa], compute))
     if rc == -2:
         raise UnsupportedDtype(f"out: unsupported dtype code {out_dt}")
     if rc != 0:
@@ -897,7 +971,7 @@ cdef int _fwd_execute(ct_fwd *F, uintptr_t ws_ptr, int64_t ws_size, cancel) exce
     """Lay the forward's workspace out, then execute (GIL released).  F holds the sizes, mode, sources and
     output."""
     cdef _knobs_t knobs = _knobs          # the hooks' settings, read once for the whole call
-    F.U = &_tables[knobs.isa]
+    F.U = ct_ukr_for(&_tables[knobs.isa], F.compute)
     cdef float *fb = _workspace_base(ws_ptr, ws_size, F.tk.total_floats)
     F.tk.Xp = fb + F.tk.off_xp if (fb != NULL and F.tk.off_wp > F.tk.off_xp) else NULL
     F.tk.Wp = fb + F.tk.off_wp if (fb != NULL and F.tk.off_cbuf > F.tk.off_wp) else NULL

@@ -5,7 +5,9 @@
  * gradBias's partial sums, and the block sizes the drivers tile with.  The drivers (_conv_*.h: planning, packing,
  * task loops, threads) call only through the table and know no instruction set; _ukr_select.c is the one place
  * that compares ISA codes (CPU detection and the choice of table).  Kernels take panels, leading dimensions and
- * sizes: never a plan.  Adding an ISA is one file here plus one row in ct_ukr_select.
+ * sizes: never a plan.  Adding an ISA is one file here plus one row in ct_ukr_select.  A table may sit over another
+ * (_ukr_amx.c: AVX-512's with the cube entries on AMX tiles for BF16 compute): it names the compute precision it
+ * serves and the table every other call takes (ct_ukr_for).
  *
  * Every entry computes exactly what the generic C in _ukr_generic.h computes (one fp32 FMA chain per element in
  * the documented order, or the cube form's blocks): no result depends on the table (tests/test_accumulation.py,
@@ -14,11 +16,14 @@
 #ifndef PYCONVTBC_UKR_H
 #define PYCONVTBC_UKR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "_codes.h"
 
-enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2, CT_ISA_NEON = 3, CT_ISA_N = 4 };
+/* AMX and its software stand-in are tables over a base table (_ukr_amx.c): the cube form's BF16 blocks on tiles */
+enum { CT_ISA_PORTABLE = 0, CT_ISA_AVX2 = 1, CT_ISA_AVX512 = 2, CT_ISA_NEON = 3, CT_ISA_AMX = 4, CT_ISA_AMX_SW = 5,
+       CT_ISA_N = 6 };
 
 /* ---- panel geometry shared by the drivers and the kernels (a property of the packed layouts, not of an ISA) ---- */
 #define CT_PO 32          /* lanes of a DYp panel (co) and of a Wp panel (ci) */
@@ -96,10 +101,15 @@ typedef struct {
     int gw_pairs;      /* AVX-512: the co-pair gw kernel for narrow channels on / off */
     int gi_rows;       /* AVX2 cube gradInput / forward rows per tile: 4 or 6 (0: by CPU, 4 on AMD) */
     int bcast;         /* AVX-512 cube kernels: 1 broadcast as each FMA's memory operand, -1 shared, 0 by CPU */
+    int amx_pack;      /* the AMX tables' packing: 0 by CPU (AVX-512 where it runs), -1 the generic C */
 } ct_ukr_opts;
 
 typedef struct ct_ukr {
     const char *name;
+    /* a table that serves one compute precision only (AMX: CT_C_BF16) names it, and the table every other call
+     * takes (other != NULL); ct_ukr_for picks */
+    int serves;
+    const struct ct_ukr *other;
     /* ---- block sizes: the drivers' tiling for this ISA ---- */
     int64_t gi_mr_narrow, gi_mr_wide;  /* sequential gradInput rows per micro-tile, panels of <= 16 / > 16 columns */
     int64_t gwn_mh, gwn_mw;            /* narrow gradWeight register tile: ci x co */
@@ -153,11 +163,24 @@ typedef struct ct_ukr {
     void (*gin)(const ct_nar_gi *G, int64_t r0, int64_t nr, float *D, int64_t ldd);
 } ct_ukr;
 
+/* the table a call of compute precision `compute` runs on, given the ISA's table U */
+static inline const ct_ukr *ct_ukr_for(const ct_ukr *U, int compute) {
+    return U->other && compute != U->serves ? U->other : U;
+}
+
 /* One initialiser per ISA file: fills *U, returns 0, or -1 where this build has no such kernels. */
 int ct_ukr_init_portable(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_avx2(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_avx512(ct_ukr *U, const ct_ukr_opts *o);
 int ct_ukr_init_neon(ct_ukr *U, const ct_ukr_opts *o);
+/* _ukr_amx.c: the tiles' (hw = 1) or the stand-in's table over *base (-1: the path is off, ct_amx_why says why),
+ * vec = 1 where the CPU has AVX-512 (the packing's vector code); the self-test on demand; test hooks */
+int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw, int vec);
+const char *ct_amx_why(int hw);
+int ct_amx_check(int hw, char *why, size_t nwhy);
+void ct_amx_set_fault(int fault);
+void ct_amx_counts(int hw, int reset, int64_t *steps, int64_t *falls);
+int ct_amx_tile_dot(int hw, float *C, const float *a, const float *b, int nb);
 
 /* _ukr_select.c: whether this CPU and build run an ISA, the best of them (and whether the CPU is AMD's), and the
  * table of an ISA */

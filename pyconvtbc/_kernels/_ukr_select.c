@@ -5,6 +5,15 @@
 #include "_ukr.h"
 
 static int ct_amd = -1;
+int ct_isa_runs(int isa);
+
+/* the fastest ISA with a table of its own (not over another) that runs here */
+static int ct_isa_plain(void) {
+    static const int pref[] = {CT_ISA_AVX512, CT_ISA_AVX2, CT_ISA_NEON};
+    for (int i = 0; i < (int)(sizeof(pref) / sizeof(pref[0])); i++)
+        if (ct_isa_runs(pref[i])) return pref[i];
+    return CT_ISA_PORTABLE;
+}
 
 /* whether the CPU has the extensions an ISA's file is compiled for */
 static int ct_cpu_has(int isa) {
@@ -20,6 +29,8 @@ static int ct_cpu_has(int isa) {
 #if defined(__aarch64__)
         case CT_ISA_NEON: return 1;                 /* Advanced SIMD with FMA: every AArch64 CPU */
 #endif
+        case CT_ISA_AMX: return ct_cpu_has(CT_ISA_AVX512);     /* the tiles themselves: ct_ukr_init_amx */
+        case CT_ISA_AMX_SW: return 1;
         default: return 0;
     }
 }
@@ -47,6 +58,15 @@ int ct_ukr_select(ct_ukr *U, int isa, const ct_ukr_opts *o) {
         case CT_ISA_AVX2: return ct_ukr_init_avx2(U, &r);
         case CT_ISA_AVX512: return ct_ukr_init_avx512(U, &r);
         case CT_ISA_NEON: return ct_ukr_init_neon(U, &r);
+        case CT_ISA_AMX: {
+            ct_ukr base;
+            return ct_ukr_select(&base, CT_ISA_AVX512, &r) == 0 ? ct_ukr_init_amx(U, &base, 1, r.amx_pack >= 0) : -1;
+        }
+        case CT_ISA_AMX_SW: {                       /* the stand-in, over the best plain table */
+            ct_ukr base;
+            return ct_ukr_select(&base, ct_isa_plain(), &r) == 0
+                   ? ct_ukr_init_amx(U, &base, 0, r.amx_pack >= 0 && ct_cpu_has(CT_ISA_AVX512)) : -1;
+        }
         default: return -1;
     }
 }
@@ -59,10 +79,7 @@ int ct_isa_runs(int isa) {
     return ct_ukr_select(&U, isa, &o) == 0;
 }
 
-/* the fastest ISA that runs here */
+/* the fastest ISA that runs here (AMX first: its table serves BF16 and hands every other call to AVX-512's) */
 int ct_isa_supported(void) {
-    static const int pref[] = {CT_ISA_AVX512, CT_ISA_AVX2, CT_ISA_NEON};
-    for (int i = 0; i < (int)(sizeof(pref) / sizeof(pref[0])); i++)
-        if (ct_isa_runs(pref[i])) return pref[i];
-    return CT_ISA_PORTABLE;
+    return ct_isa_runs(CT_ISA_AMX) ? CT_ISA_AMX : ct_isa_plain();
 }
