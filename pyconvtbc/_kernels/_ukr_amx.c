@@ -517,6 +517,33 @@ static int ct_amx_case(const ct_amx_eng *E, const float *c0, const float *a, con
     return bad;
 }
 
+/* The whole path (packing, guard, runs, the fallback of a block with a subnormal operand) against the base table's
+ * FMA kernels on one random gradInput and one gradWeight problem: 0 (and why) when any output bit differs. */
+static int ct_amx_selftest_drivers(const ct_amx_eng *E, char *why, size_t nwhy) {
+    enum { RO = 40, CO = 48, KT = 2, N = 32, NR = 45 };
+    static float dy[2 * RO * 32], bp[CO * KT * N], c1[24 * N], c2[24 * N], xa[NR * 8], yb[NR * N], d1[8 * N], d2[8 * N];
+    uint64_t s = 0x2545F4914F6CDD1Dull;
+    for (int e = 0; e < 2 * RO * 32; e++) dy[e] = ct_amx_rval(&s, -8, 16);
+    for (int e = 0; e < CO * KT * N; e++) bp[e] = ct_amx_rval(&s, -8, 16);
+    for (int e = 0; e < 24 * N; e++) c1[e] = c2[e] = ct_amx_rval(&s, -4, 8);
+    for (int e = 0; e < NR * 8; e++) xa[e] = ct_amx_rval(&s, -8, 16);
+    for (int e = 0; e < NR * N; e++) yb[e] = ct_amx_rval(&s, -8, 16);
+    for (int e = 0; e < 8 * N; e++) d1[e] = d2[e] = ct_amx_rval(&s, -4, 8);
+    dy[5 * 32 + 3] = 0x1p-130f;                                   /* a bf16 subnormal: its blocks fall back */
+    xa[17 * 8 + 2] = 0x1p-130f;
+    /* rows [0, 24), tap k at DY row i + 4 + 4k, every block of 48 channels x 2 taps (one panel of 32, one of 16) */
+    ct_amx_gic(E, CT_ACC_CUBE, 0, 24, N, dy, RO, 4, 4, KT, 0, ct_cdiv(CO, 16) * KT, 16, CO, bp, c1, N);
+    E->base.gic_rows(CT_ACC_CUBE, 0, 24, N, dy, RO, 4, 4, KT, 0, ct_cdiv(CO, 16) * KT, 16, CO, bp, c2, N);
+    ct_amx_gw(E, 8, N, xa, 8, NULL, 0, yb, N, NR, 5, 16, d1, N, NULL, 0, 0, NULL);
+    E->base.gwc(CT_ACC_CUBE, 8, N, xa, 8, yb, N, NR, 5, 16, d2, N, NULL, 0, 0, NULL);
+    int bad = 0;
+    for (int e = 0; e < 24 * N; e++) bad += memcmp(&c1[e], &c2[e], 4) != 0;
+    for (int e = 0; e < 8 * N; e++) bad += memcmp(&d1[e], &d2[e], 4) != 0;
+    if (bad) snprintf(why, nwhy, "self-test: %d of %d outputs of the gradInput / gradWeight drivers differ from the "
+                      "FMA kernels", bad, 32 * N);
+    return bad == 0;
+}
+
 static int ct_amx_selftest(const ct_amx_eng *E, char *why, size_t nwhy) {
     static float a[4 * 256], b[4 * 512], c[16 * 32];
     /* directed: (1) C = 2^24, products 1, 1: the model gives 2^24 + 2 (one step after another: 2^24);
@@ -546,7 +573,7 @@ static int ct_amx_selftest(const ct_amx_eng *E, char *why, size_t nwhy) {
                 return 0;
             }
         }
-    return 1;
+    return ct_amx_selftest_drivers(E, why, nwhy);
 }
 
 /* ---- the tables ---- */
