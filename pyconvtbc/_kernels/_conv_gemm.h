@@ -2,7 +2,8 @@
  *
  *   _ukr.h            the micro-kernel interface: one table per instruction set (_ukr_<isa>.c), chosen by the
  *                     caller (_ukr_select.c is the only place that compares ISA codes)
- *   _conv_plan.h      the plan: sizes, tasks, workspace layout (ISA-free)
+ *   _conv_roles.h     what the drivers shared with the forward take, in GEMM roles (ct_pk, ct_red): no plan
+ *   _conv_plan.h      the backward's plan: sizes, tasks, workspace layout (ISA-free)
  *   _conv_pack.h      pack tasks: operands decoded and rounded into panels; gradBias partials
  *   _conv_seq.h       the sequential form's tasks
  *   _conv_cube.h      the cube forms' tasks (the accumulation model)
