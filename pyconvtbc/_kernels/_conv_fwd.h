@@ -154,7 +154,7 @@ static void ct_fwd_bind(ct_fwd *F) {
     R->Ac = F->tk.Xp;
     R->W = F->tk.Wp;
     R->start = F->bias;
-    ct_pk pk = {F->U, F->B, F->compute, F->hbits, F->hrnd};
+    ct_pk pk = {.U = F->U, .B = F->B, .compute = F->compute, .hbits = F->hbits, .hrnd = F->hrnd};
     F->pk = pk;
 }
 

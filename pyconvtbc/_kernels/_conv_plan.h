@@ -471,12 +471,14 @@ static void ct_plan_direct(ct_plan *P) {
  * its operands' packing, and the gradInput pass: A = DY (packed), reduction over its Cout channels, Cin output
  * channels, tap k reading DY row r + (pad - k)*B, chains from +0. */
 static inline ct_pk ct_plan_pk(const ct_plan *P) {
-    ct_pk k = {P->U, P->B, P->compute, P->hbits, P->hrnd};
+    ct_pk k = {.U = P->U, .B = P->B, .compute = P->compute, .hbits = P->hbits, .hrnd = P->hrnd};
     return k;
 }
 static inline ct_red ct_gi_red(const ct_plan *P) {
-    ct_red R = {P->U, P->sm.acc, 0, P->sm.k0, P->K, P->pad, P->B, P->T_in, P->T_out, P->Cout, P->Cin,
-                P->ws.DYp, P->ws.dy_ps, P->ws.dy_r0, P->ws.DYc, P->nr.nlo, P->ws.Wp, NULL};
+    ct_red R = {.U = P->U, .acc = P->sm.acc, .fwd = 0, .k0 = P->sm.k0, .K = P->K, .pad = P->pad, .B = P->B,
+                .t_c = P->T_in, .t_a = P->T_out, .n_red = P->Cout, .n_out = P->Cin,
+                .A = P->ws.DYp, .a_ps = P->ws.dy_ps, .a_r0 = P->ws.dy_r0, .Ac = P->ws.DYc, .a_ld = P->nr.nlo,
+                .W = P->ws.Wp, .start = NULL};
     return R;
 }
 
