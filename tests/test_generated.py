@@ -132,3 +132,21 @@ def test_kernel_room_shape_limits():
         pytest.skip("the kernel sources are not in this tree")
     r = subprocess.run([sys.executable, str(tool)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# Drivers shared by the two operators, and the record in GEMM roles (_conv_roles.h) each takes instead of a plan
+SHARED_DRIVERS = {"ct_gic_rows": "ct_red", "ct_gic_edge": "ct_red", "ct_gin_rows_out": "ct_red",
+                  "ct_decode_rows": "ct_pk", "ct_pack_rows": "ct_pk", "ct_window_pack": "ct_pk",
+                  "ct_nar_rows": "ct_pk", "ct_nar_pack_src": "ct_pk"}
+
+
+def test_each_operator_its_own_plan():
+    """Issue 35: the forward's code names no backward plan (no role-swapped ct_plan view), and the drivers it shares
+    with the backward take the records in GEMM roles (_conv_roles.h) as their first argument, never a ct_plan."""
+    fwd = re.sub(r"/\*.*?\*/", "", _source("_conv_fwd.h"), flags=re.S)
+    assert not re.findall(r"\bct_plan\b.*", fwd), "the forward uses the backward's plan"
+    text = "".join(_source(n) for n in ("_conv_pack.h", "_conv_cube.h", "_conv_narrow.h"))
+    for name, record in SHARED_DRIVERS.items():
+        m = re.search(r"static (?:inline )?void " + name + r"\(const (\w+) \*", text)
+        assert m, f"{name} not found"
+        assert m.group(1) == record, f"{name} takes a {m.group(1)}, not a {record}"

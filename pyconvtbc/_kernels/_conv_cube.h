@@ -35,11 +35,12 @@
  * weight rows of a pass (CT_KCB x 64 bytes) stays in L1.  Cache blocking only: no result depends on it. */
 static inline int64_t ct_gic_step(int64_t k0) { return ct_max(1, CT_KCB / k0); }
 
-/* Blocks [jb0, jb1) of the gi (or forward) chains of rows [i0, i1) of a panel of n columns: row i reads DY
- * row i + rowoff for tap 0, tap k at + k*dk; row i's chains are at C + (i - i0)*ldc. */
-static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t n, int64_t rowoff, int64_t dk,
+/* Blocks [jb0, jb1) of the chains of pass R (gradInput, or the forward: _conv_roles.h) for rows [i0, i1) of a
+ * panel of n output columns: row i reads A's panel row i + rowoff for tap 0, tap k at + k*dk; row i's chains are
+ * at C + (i - i0)*ldc. */
+static inline void ct_gic_rows(const ct_red *R, int64_t i0, int64_t i1, int64_t n, int64_t rowoff, int64_t dk,
                                int64_t jb0, int64_t jb1, const float *Bp, float *C, int64_t ldc) {
-    P->U->gic_rows(P->sm.acc, i0, i1, n, P->ws.DYp, P->ws.dy_ps, rowoff, dk, P->K, jb0, jb1, P->sm.k0, P->Cout, Bp, C, ldc);
+    R->U->gic_rows(R->acc, i0, i1, n, R->A, R->a_ps, rowoff, dk, R->K, jb0, jb1, R->k0, R->n_red, Bp, C, ldc);
 }
 
 /* Rows [u, v) of blocks [jb0, jb1) where some rows lack some taps (the sequence's first and last time steps).
@@ -49,10 +50,10 @@ static inline void ct_gic_rows(const ct_plan *P, int64_t i0, int64_t i1, int64_t
  * time over the rows that have its tap.  Either way every row adds its blocks in the chain's order: the result
  * is the same.  C: row u's chains. */
 #define CT_EDGE_B 6
-static void ct_gic_edge(const ct_plan *P, int64_t u, int64_t v, int64_t n, int64_t rowoff, int64_t dk,
+static void ct_gic_edge(const ct_red *R, int64_t u, int64_t v, int64_t n, int64_t rowoff, int64_t dk,
                         int64_t jb0, int64_t jb1, int sgn, int64_t alo, int64_t ahi, const float *Bp, float *C,
                         int64_t ldc) {
-    int64_t K = P->K, B = P->B;
+    int64_t K = R->K, B = R->B;
     if (u >= v || B < 1) return;
     if (B >= CT_EDGE_B) {
         for (int64_t t = u / B; t * B < v; t++) {
@@ -60,7 +61,7 @@ static void ct_gic_edge(const ct_plan *P, int64_t u, int64_t v, int64_t n, int64
             int64_t klo = ct_max(0, sgn * t + alo), khi = ct_min(K - 1, sgn * t + ahi);
             for (int64_t g = jb0 / K; g * K < jb1 && klo <= khi; g++) {
                 int64_t s = ct_max(jb0, g * K + klo), e = ct_min(jb1, g * K + khi + 1);
-                if (s < e) ct_gic_rows(P, a, b, n, rowoff, dk, s, e, Bp, C + (a - u) * ldc, ldc);
+                if (s < e) ct_gic_rows(R, a, b, n, rowoff, dk, s, e, Bp, C + (a - u) * ldc, ldc);
             }
         }
         return;
@@ -71,7 +72,7 @@ static void ct_gic_edge(const ct_plan *P, int64_t u, int64_t v, int64_t n, int64
         if (sgn > 0) { tlo = k - ahi; thi = k - alo + 1; }
         else { tlo = alo - k; thi = ahi - k + 1; }
         int64_t a = ct_max(u, tlo * B), b = ct_min(v, thi * B);
-        if (a < b) ct_gic_rows(P, a, b, n, rowoff, dk, jb, jb + 1, Bp, C + (a - u) * ldc, ldc);
+        if (a < b) ct_gic_rows(R, a, b, n, rowoff, dk, jb, jb + 1, Bp, C + (a - u) * ldc, ldc);
     }
 }
 
@@ -107,6 +108,7 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
     }
     ct_tile_zero(ch, rows, nc, lch);
     if (out) ct_tile_zero(out, rows, nc, lout);
+    ct_red R = ct_gi_red(P);                                           /* the pass the chain drivers take */
     if (P->ws.Wp && P->K > 0) {
         int64_t K = P->K, nblk = ct_cdiv(P->Cout, P->sm.k0) * K;
         int64_t step = ct_gic_step(P->sm.k0);                               /* blocks per pass (cache blocking) */
@@ -126,10 +128,10 @@ static void ct_gic_task(const ct_plan *P, int64_t task, float *cb) {
                 /* rows missing some taps: row t has taps t + pad - (T_out - 1) .. t + pad */
                 for (int side = 0; side < 2; side++) {
                     int64_t u = side ? ib : R0, v = side ? R1 : ia;
-                    ct_gic_edge(P, u, v, wj, dyoff, -B, j0b, j1b, 1, P->pad - (P->T_out - 1), P->pad, Bp0,
+                    ct_gic_edge(&R, u, v, wj, dyoff, -B, j0b, j1b, 1, P->pad - (P->T_out - 1), P->pad, Bp0,
                                 cj + (u - R0) * lch, lch);
                 }
-                if (ia < ib) ct_gic_rows(P, ia, ib, wj, dyoff, -B, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
+                if (ia < ib) ct_gic_rows(&R, ia, ib, wj, dyoff, -B, j0b, j1b, Bp0, cj + (ia - R0) * lch, lch);
             }
             if (out && (j1b % P->sm.gi_seg == 0 || j1b == nblk)) {   /* a segment ends: add it, start a new chain */
                 ct_tile_add(out, lout, ch, lch, rows, nc);

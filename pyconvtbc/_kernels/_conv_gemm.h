@@ -2,7 +2,8 @@
  *
  *   _ukr.h            the micro-kernel interface: one table per instruction set (_ukr_<isa>.c), chosen by the
  *                     caller (_ukr_select.c is the only place that compares ISA codes)
- *   _conv_plan.h      the plan: sizes, tasks, workspace layout (ISA-free)
+ *   _conv_roles.h     what the drivers shared with the forward take, in GEMM roles (ct_pk, ct_red): no plan
+ *   _conv_plan.h      the backward's plan: sizes, tasks, workspace layout (ISA-free)
  *   _conv_pack.h      pack tasks: operands decoded and rounded into panels; gradBias partials
  *   _conv_seq.h       the sequential form's tasks
  *   _conv_cube.h      the cube forms' tasks (the accumulation model)
@@ -34,7 +35,8 @@ static void ct_pack_task(const ct_plan *P, int64_t task) {
         ct_pack_dy(P, task);
         if (P->nr.narrow_gi) {              /* (one DY panel: task = its row chunk) */
             int64_t r0 = task * CT_PR;
-            ct_nar_pack_src(P, &P->dy, P->T_out, P->Cout, r0, ct_min(P->RO, r0 + CT_PR), (float *)P->ws.DYc, P->nr.nlo);
+            ct_pk pk = ct_plan_pk(P);
+            ct_nar_pack_src(&pk, &P->dy, P->T_out, P->Cout, r0, ct_min(P->RO, r0 + CT_PR), (float *)P->ws.DYc, P->nr.nlo);
         }
         return;
     }
@@ -89,7 +91,6 @@ static void ct_finish_gb(const ct_plan *P) {
 
 /* Last: every NaN of the outputs to its format's canonical NaN (_ukr.h, CT_NAN_*), so that no output bit depends
  * on the operands' NaN payloads or the CPU's default NaN.  Tasks of CT_CANON_CHUNK elements: gi, gw, then gb. */
-#define CT_CANON_CHUNK ((int64_t)1 << 16)
 static int64_t ct_canon_ntasks(const ct_plan *P) {
     return ct_cdiv(P->RI * P->Cin, CT_CANON_CHUNK) + ct_cdiv(P->K * P->Cin * P->Cout, CT_CANON_CHUNK) +
            ct_cdiv(P->Cout, CT_CANON_CHUNK);

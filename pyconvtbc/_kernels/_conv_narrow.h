@@ -43,13 +43,13 @@ static void ct_nar_transpose(const ct_ukr *U, int to, float *v, int64_t nr, int6
 
 /* rows [r, r + nr) of source S (C channels) into dst[c*ld + i], rounded to the compute precision; v: the rows
  * decoded (tmp), or (dense fp32 sources) the source's own rows, which are then read in place */
-static void ct_nar_rows(const ct_plan *P, const ct_src *S, int dense, int64_t C, int64_t r, int64_t nr,
+static void ct_nar_rows(const ct_pk *pk, const ct_src *S, int dense, int64_t C, int64_t r, int64_t nr,
                         const float *v, float *dst, int64_t ld) {
-    int rc = ct_round_for(S->dt, P->compute);
-    if (!dense) P->U->round_row((float *)v, nr * C, rc, P->hbits, P->hrnd);
-    ct_nar_transpose(P->U, 1, (float *)v, nr, C, dst + r, ld);
+    int rc = ct_round_for(S->dt, pk->compute);
+    if (!dense) pk->U->round_row((float *)v, nr * C, rc, pk->hbits, pk->hrnd);
+    ct_nar_transpose(pk->U, 1, (float *)v, nr, C, dst + r, ld);
     if (dense && rc != CT_C_FP32)
-        for (int64_t c = 0; c < C; c++) P->U->round_row(dst + c * ld + r, nr, rc, P->hbits, P->hrnd);
+        for (int64_t c = 0; c < C; c++) pk->U->round_row(dst + c * ld + r, nr, rc, pk->hbits, pk->hrnd);
 }
 
 /* the DY pack's steps: 1024 rows of 8 channels or fewer (4 gb partial sums in flight: an add's latency) */
@@ -60,28 +60,29 @@ static void ct_nar_pack_dy(const ct_plan *P, int64_t task) {
     int dense = ct_src_dense(&P->dy, P->T_out, P->B, C);
     float tmp[CT_NAR_TMP];
     float *gout = P->ws.gbp + (task * (CT_PR / CT_GBR)) * C;
+    ct_pk pk = ct_plan_pk(P);
     for (int64_t rr = r0; rr < r1; rr += step) {
         int64_t nr = ct_min(step, r1 - rr);
         const float *v = dense ? (const float *)(uintptr_t)P->dy.base + rr * C : tmp;
         if (!dense)
             for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
-                ct_decode_rows(P, &P->dy, C, r2, ct_min(CT_RB, rr + nr - r2), 0, C, tmp + (r2 - rr) * C);
+                ct_decode_rows(&pk, &P->dy, C, r2, ct_min(CT_RB, rr + nr - r2), 0, C, tmp + (r2 - rr) * C);
         P->U->gb_partials(v, nr, C, gout + ((rr - r0) / CT_GBR) * C, C);   /* before the rounding */
-        ct_nar_rows(P, &P->dy, dense, C, rr, nr, v, P->ws.DYp, P->nr.nlo);
+        ct_nar_rows(&pk, &P->dy, dense, C, rr, nr, v, P->ws.DYp, P->nr.nlo);
     }
 }
 
-/* rows [r0, r1) of x (source S: T_in time steps of P->B items, C channels) into dst[c*ld + r], rounded to the
- * compute precision: the backward's X pack, and the forward's (_conv_fwd.h) */
-static void ct_nar_pack_src(const ct_plan *P, const ct_src *S, int64_t T_in, int64_t C, int64_t r0, int64_t r1,
+/* rows [r0, r1) of source S (T time steps of pk->B items, C channels) into dst[c*ld + r], rounded to the compute
+ * precision: the channel-major copy of the backward's DY (narrow_gi) and the forward's x (_conv_fwd.h) */
+static void ct_nar_pack_src(const ct_pk *pk, const ct_src *S, int64_t T, int64_t C, int64_t r0, int64_t r1,
                             float *dst, int64_t ld) {
-    int dense = ct_src_dense(S, T_in, P->B, C);
+    int dense = ct_src_dense(S, T, pk->B, C);
     float tmp[CT_RB * CT_NW];
     for (int64_t rr = r0; rr < r1; rr += CT_RB) {
         int64_t nr = ct_min(CT_RB, r1 - rr);
         const float *v = dense ? (const float *)(uintptr_t)S->base + rr * C : tmp;
-        if (!dense) ct_decode_rows(P, S, C, rr, nr, 0, C, tmp);
-        ct_nar_rows(P, S, dense, C, rr, nr, v, dst, ld);
+        if (!dense) ct_decode_rows(pk, S, C, rr, nr, 0, C, tmp);
+        ct_nar_rows(pk, S, dense, C, rr, nr, v, dst, ld);
     }
 }
 /* x rows [xa, xz) of items [b0, b0 + nb) (nb <= CT_NB) into d[ci*ld + (x - xa)*CT_NB + l], rounded to the
@@ -95,10 +96,11 @@ static void ct_gwn_pack_x(const ct_plan *P, int64_t b0, int64_t nb, int64_t xa, 
         return;
     }
     float tmp[CT_NB * CT_NW];
+    ct_pk pk = ct_plan_pk(P);
     for (int64_t x = xa; x < xz; x++) {
         int64_t r = x * B + b0;
         const float *v = dense ? (const float *)(uintptr_t)S->base + r * C : tmp;
-        if (!dense) ct_decode_rows(P, S, C, r, nb, 0, C, tmp);
+        if (!dense) ct_decode_rows(&pk, S, C, r, nb, 0, C, tmp);
         if (rc != CT_C_FP32) {
             if (dense) memcpy(tmp, v, (size_t)(nb * C) * 4);
             P->U->round_row(tmp, nb * C, rc, P->hbits, P->hrnd);
@@ -170,22 +172,23 @@ static void ct_gwn_finish(const ct_plan *P, int64_t task) {
 /*   t*B + b with 0 <= t + pad - k < T_out; DY of row r for tap k: DYp + co*nlo + r + (pad - k)*B;        */
 /*   weights W(k, ci, co) at Wp[(ct_wblk(...) + co - lo) * Cin + ci]; chain (ci, row r) to D[ci*ldd + r-r0] */
 /* ------------------------------------------------------------------------------------------------ */
-/* (the kernels: ct_ukr.gin over the ct_nar_gi view of the plan) */
+/* (the kernels: ct_ukr.gin over the ct_nar_gi view of the pass, ct_gin_rows_out) */
 
-/* rows [R0, R0 + rows) of the narrow gradInput (or forward) sums, every output channel c (P->Cin of them): the
- * chains [c][CT_NR] in cb, then the rows [rows][c] to out (fp32: in place), else to the fp32 tile after the
- * chains (cb + c*CT_NR), rounded to pre and cast to dt. */
-static void ct_gin_rows_out(const ct_plan *P, int64_t R0, int64_t rows, float *cb, char *out, int dt, int pre,
+/* rows [R0, R0 + rows) of a narrow reduction pass R (gradInput, or the forward), every output channel c (R->n_out
+ * of them): the chains [c][CT_NR] in cb, then the rows [rows][c] to out (fp32: in place), else to the fp32 tile
+ * after the chains (cb + c*CT_NR), rounded to pre and cast to dt.  (The kernels' view ct_nar_gi is in the
+ * backward's words: T_in the gradInput rows' time steps, T_out DY's; gin_fwd turns the taps for the forward.) */
+static void ct_gin_rows_out(const ct_red *R, int64_t R0, int64_t rows, float *cb, char *out, int dt, int pre,
                             int hif8_rnd, int sat) {
-    int64_t C = P->Cin;
-    ct_nar_gi G = {P->ws.Wp, P->ws.DYc, P->nr.gin_start, P->T_in, P->T_out, P->B, P->Cin, P->Cout, P->K, P->pad, P->sm.k0,
-                   P->nr.nlo, P->nr.gin_fwd};
-    P->U->gin(&G, R0, rows, cb, CT_NR);
+    int64_t C = R->n_out;
+    ct_nar_gi G = {R->W, R->Ac, R->start, R->fwd ? R->t_a : R->t_c, R->fwd ? R->t_c : R->t_a, R->B, R->n_out,
+                   R->n_red, R->K, R->pad, R->k0, R->a_ld, R->fwd};
+    R->U->gin(&G, R0, rows, cb, CT_NR);
     int direct = dt == CT_DT_F32 && pre == CT_C_FP32;
     float *res = direct ? (float *)out + R0 * C : cb + C * CT_NR;
-    ct_nar_transpose(P->U, 0, res, rows, C, cb, CT_NR);
+    ct_nar_transpose(R->U, 0, res, rows, C, cb, CT_NR);
     if (direct) return;
-    P->U->store_row(res, rows * C, out + R0 * C * ct_dt_size(dt), dt, ct_round_for(dt, pre), hif8_rnd, sat);
+    R->U->store_row(res, rows * C, out + R0 * C * ct_dt_size(dt), dt, ct_round_for(dt, pre), hif8_rnd, sat);
 }
 
 /* gi task: rows [R0, R0 + CT_NR), every ci.  cb: the thread's buffer, [Cin][CT_NR] chains then (outputs other
@@ -193,7 +196,8 @@ static void ct_gin_rows_out(const ct_plan *P, int64_t R0, int64_t rows, float *c
 static void ct_gin_task(const ct_plan *P, int64_t task, float *cb) {
     int64_t R0 = task * CT_NR;
     int pre = (P->compute == CT_C_FP16 || P->compute == CT_C_BF16) ? P->compute : CT_C_FP32;
-    ct_gin_rows_out(P, R0, ct_min(CT_NR, P->RI - R0), cb, P->gi, P->gi_dt, pre, CT_HIF8_TA, 0);
+    ct_red R = ct_gi_red(P);
+    ct_gin_rows_out(&R, R0, ct_min(CT_NR, P->RI - R0), cb, P->gi, P->gi_dt, pre, CT_HIF8_TA, 0);
 }
 
 #endif /* PYCONVTBC_CONV_NARROW_H */

@@ -1,5 +1,6 @@
 /* _conv_pack.h: the backward's pack tasks (DY, X, W into the workspace's panels, rounded to the compute
- * precision; gradBias's partial sums fused into the DY pack) and the row helpers the other packs share.
+ * precision; gradBias's partial sums fused into the DY pack) and the row helpers both operators' packs share
+ * (ct_decode_rows, ct_pack_rows, ct_window_pack: they take a ct_pk, _conv_roles.h, never a plan).
  *
  * Panels (docs/performance.md has the why):
  *   DY -> DYp  [co-panel q of 32][row r = t*B+b][wq]   rounded to C; gb partial sums fused (fixed chunks)
@@ -14,28 +15,28 @@
 
 /* decode rows [r, r+nr) (r = t*B + b) of channels [c0, c0+n) of a (T, B, C) view into out[nr][n] (fp32) */
 #define CT_RB 64   /* rows per pack step */
-static void ct_decode_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t r, int64_t nr, int64_t c0,
+static void ct_decode_rows(const ct_pk *pk, const ct_src *S, int64_t C, int64_t r, int64_t nr, int64_t c0,
                            int64_t n, float *out) {
     int64_t es = ct_dt_size(S->dt);
-    int64_t t = r / P->B, b = r - t * P->B;
-    if (S->s2 == es && c0 == 0 && n == C && S->s1 == C * es && S->s0 == P->B * S->s1) {
+    int64_t t = r / pk->B, b = r - t * pk->B;
+    if (S->s2 == es && c0 == 0 && n == C && S->s1 == C * es && S->s0 == pk->B * S->s1) {
         /* the rows are one contiguous run of memory */
-        P->U->decode_row(S->base + t * S->s0 + b * S->s1, es, S->dt, nr * n, out);
+        pk->U->decode_row(S->base + t * S->s0 + b * S->s1, es, S->dt, nr * n, out);
         return;
     }
     for (int64_t i = 0; i < nr; i++) {
-        P->U->decode_row(S->base + t * S->s0 + b * S->s1 + c0 * S->s2, S->s2, S->dt, n, out + i * n);
-        if (++b == P->B) { b = 0; t++; }
+        pk->U->decode_row(S->base + t * S->s0 + b * S->s1 + c0 * S->s2, S->s2, S->dt, n, out + i * n);
+        if (++b == pk->B) { b = 0; t++; }
     }
 }
 
 /* rows [r, r + n) of source S (C channels), channels [c0, c0 + w), into v as [n][w] fp32, rounded to C: one panel's
- * rows, as the packs of a whole operand and of a streamed window store them (P: sizes, micro-kernels, compute, HF32 bits) */
-static void ct_pack_rows(const ct_plan *P, const ct_src *S, int64_t C, int64_t r, int64_t n, int64_t c0, int64_t w,
+ * rows, as the packs of a whole operand and of a streamed window store them */
+static void ct_pack_rows(const ct_pk *pk, const ct_src *S, int64_t C, int64_t r, int64_t n, int64_t c0, int64_t w,
                          float *v) {
     for (int64_t rr = r; rr < r + n; rr += CT_RB)
-        ct_decode_rows(P, S, C, rr, ct_min(CT_RB, r + n - rr), c0, w, v + (rr - r) * w);
-    P->U->round_row(v, n * w, ct_round_for(S->dt, P->compute), P->hbits, P->hrnd);
+        ct_decode_rows(pk, S, C, rr, ct_min(CT_RB, r + n - rr), c0, w, v + (rr - r) * w);
+    pk->U->round_row(v, n * w, ct_round_for(S->dt, pk->compute), pk->hbits, pk->hrnd);
 }
 
 /* gb partial sums (see ct_gb_partials), one scalar chain per channel and partial */
@@ -45,6 +46,7 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
     int64_t r0 = chunk * CT_PR, r1 = ct_min(P->RO, r0 + CT_PR);
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
     float *gout = P->ws.gbp + (chunk * (CT_PR / CT_GBR)) * P->Cout + co0;
+    ct_pk pk = ct_plan_pk(P);
     if (P->ws.dy_direct) {                                          /* the panel is the caller's DY: gb only */
         P->U->gb_partials(P->ws.DYp + r0 * wq, r1 - r0, wq, gout, P->Cout);
         return;
@@ -53,7 +55,7 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
         /* the panel rows [r0, r1) are contiguous [rows][wq]: decode straight into them, sum, then round */
         float *v = P->ws.DYp + q * P->RO * CT_PO + r0 * wq;
         for (int64_t rr = r0; rr < r1; rr += CT_RB)
-            ct_decode_rows(P, &P->dy, P->Cout, rr, ct_min(CT_RB, r1 - rr), co0, wq, v + (rr - r0) * wq);
+            ct_decode_rows(&pk, &P->dy, P->Cout, rr, ct_min(CT_RB, r1 - rr), co0, wq, v + (rr - r0) * wq);
         P->U->gb_partials(v, r1 - r0, wq, gout, P->Cout);
         P->U->round_row(v, (r1 - r0) * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
         return;
@@ -62,7 +64,7 @@ static void ct_pack_dy(const ct_plan *P, int64_t task) {
     for (int64_t rr = r0; rr < r1; rr += CT_GBR) {
         int64_t nr = ct_min(CT_GBR, r1 - rr);
         for (int64_t r2 = rr; r2 < rr + nr; r2 += CT_RB)
-            ct_decode_rows(P, &P->dy, P->Cout, r2, ct_min(CT_RB, rr + nr - r2), co0, wq, tmp + (r2 - rr) * wq);
+            ct_decode_rows(&pk, &P->dy, P->Cout, r2, ct_min(CT_RB, rr + nr - r2), co0, wq, tmp + (r2 - rr) * wq);
         P->U->gb_partials(tmp, nr, wq, gout + ((rr - r0) / CT_GBR) * P->Cout, P->Cout);
     }
 }
@@ -73,11 +75,12 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
     int64_t p0 = g * CT_XG, p1 = ct_min(P->tk.nxp, p0 + CT_XG);
     int64_t ci0 = p0 * CT_PX, ci1 = ct_min(P->Cin, p1 * CT_PX), n = ci1 - ci0;
     float tmp[CT_RB * CT_XG * CT_PX];
+    ct_pk pk = ct_plan_pk(P);
     for (int64_t rr = r0; rr < r1; rr += CT_RB) {
         int64_t nr = ct_min(CT_RB, r1 - rr);
         if (p1 - p0 == 1 && !P->sm.bmajor) {   /* one panel: its rows [rr, rr+nr) are contiguous [nr][n] */
             float *v = P->ws.Xp + p0 * P->RI * CT_PX + rr * n;
-            ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, v);
+            ct_decode_rows(&pk, &P->x, P->Cin, rr, nr, ci0, n, v);
             P->U->round_row(v, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
             continue;
         }
@@ -100,7 +103,7 @@ static void ct_pack_x(const ct_plan *P, int64_t task) {
             P->U->round_row(d, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
             if (d != tmp) continue;
         } else {
-            ct_decode_rows(P, &P->x, P->Cin, rr, nr, ci0, n, tmp);
+            ct_decode_rows(&pk, &P->x, P->Cin, rr, nr, ci0, n, tmp);
             P->U->round_row(tmp, nr * n, ct_round_for(P->x.dt, P->compute), P->hbits, P->hrnd);
         }
         for (int64_t p = p0; p < p1; p++) {
@@ -144,12 +147,12 @@ static void ct_pack_w(const ct_plan *P, int64_t task) {
 }
 
 /* pack task `task` of a window holding operand rows [ra, rz): CT_PR rows of panel q (nq panels of the C channels
- * of source S), at panel row r - ra of `panels` (V: the plan whose sizes, rounding and micro-kernels pack) */
-static void ct_window_pack(const ct_plan *V, const ct_src *S, int64_t C, float *panels, int64_t nq, int64_t ra,
-                           int64_t rz, int64_t task) {
+ * of source S, ps rows each), at panel row r - ra of `panels` */
+static void ct_window_pack(const ct_pk *pk, const ct_src *S, int64_t C, float *panels, int64_t ps, int64_t nq,
+                           int64_t ra, int64_t rz, int64_t task) {
     int64_t c = task / nq, q = task % nq, r0 = ra + c * CT_PR, r1 = ct_min(rz, r0 + CT_PR);
     int64_t c0 = q * CT_PO, wq = ct_min(CT_PO, C - c0);
-    ct_pack_rows(V, S, C, r0, r1 - r0, c0, wq, panels + q * V->ws.dy_ps * CT_PO + (r0 - ra) * wq);
+    ct_pack_rows(pk, S, C, r0, r1 - r0, c0, wq, panels + q * ps * CT_PO + (r0 - ra) * wq);
 }
 
 #endif /* PYCONVTBC_CONV_PACK_H */

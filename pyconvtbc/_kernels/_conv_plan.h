@@ -1,4 +1,6 @@
-/* _conv_plan.h: the backward's plan (sizes, tasks, workspace layout) and the numerics every driver shares.
+/* _conv_plan.h: the backward's plan (sizes, tasks, workspace layout), its views in the shared drivers' roles
+ * (ct_plan_pk, ct_gi_red: _conv_roles.h), and the numerics every driver shares (blocking, the streamed-window
+ * planner, the task tiles).
  *
  * ISA-free: the micro-kernel table (_ukr.h) is chosen by the caller and handed in (ct_plan.U); the planner reads
  * only its block sizes.  All index arithmetic is int64_t.
@@ -11,6 +13,7 @@
 
 #include "_codes.h"
 #include "_ukr.h"
+#include "_conv_roles.h"
 
 /* The narrow-channel cube kernels (_conv_narrow.h) on or off (a profiling hook; plan after setting it): the same
  * bits either way */
@@ -38,6 +41,7 @@ static int64_t ct_blk[CT_B_N] = {
 #define CT_XG 16          /* pack: Xp panels per task */
 #define CT_ALIGN 64
 #define CT_TREE_CHUNK 128  /* gw elements per pairwise-tree task (_conv_cube.h) */
+#define CT_CANON_CHUNK ((int64_t)1 << 16)   /* output elements per canonical-NaN task (both operators) */
 /* Streamed DY (_conv_stream.h): a packed DY larger than this many bytes is packed one window at a time.
  * ct_win_force (a test hook): 0 automatic, > 0 stream with windows of about that many rows whatever the size,
  * < 0 never stream.  Neither changes a result: only where DY's packed rows are kept. */
@@ -82,7 +86,7 @@ typedef struct {
     int64_t gw_ybuf_off;
     float *DYp, *Xp, *Wp, *gbp, *cbuf, *pcb, *gwc;
     /* DYc: the channel-major DY the narrow gradInput kernels read (DYp on the narrow path, the copy at off_dyc
-     * with narrow_gi, the forward's x) */
+     * with narrow_gi) */
     const float *DYc;
     /* DYp's geometry: rows per panel (panel q starts at DYp + q*dy_ps*CT_PO) and the DY row at its row 0 (t-major
      * rows; RO and 0 unless DY is streamed) */
@@ -112,14 +116,10 @@ typedef struct {
 
 /* Narrow channels (_conv_narrow.h): DYp channel-major, no Xp, the per-item gw chains at pcb.  narrow_gi: ascend950
  * (layout 1) "cube" with narrow channels: gradInput's order is ascend910b's, so its narrow kernels run it, on a
- * channel-major copy of DY at off_dyc (stride nlo) beside the row-major panels that gradWeight's order reads.
- * The narrow gradInput kernels run the forward too (_conv_fwd.h): gin_fwd = 1 reads DYp's row t + k - pad for tap
- * k (the forward's x; rows t < T_out whose row is in [0, T_in)) instead of t + pad - k; the chains start at
- * gin_start[c] (the forward's bias; NULL: +0). */
+ * channel-major copy of DY at off_dyc (stride nlo) beside the row-major panels that gradWeight's order reads. */
 typedef struct {
-    int narrow, narrow_gi, gin_fwd;
+    int narrow, narrow_gi;
     int64_t nlo, nli;                     /* the channel strides of DYp and of a gw task's x rows */
-    const float *gin_start;
 } ct_narrowing;
 
 typedef struct {
@@ -464,6 +464,22 @@ static void ct_plan_direct(ct_plan *P) {
         P->tk.n_pack = P->tk.n_pack - P->tk.n_pack_x;
         P->tk.n_pack_x = 0;
     }
+}
+
+/* The backward in the shared drivers' roles (_conv_roles.h), made from the plan where a task starts (the panels'
+ * pointers and a streamed window's first row are the plan's, moved by the caller and the window drivers):
+ * its operands' packing, and the gradInput pass: A = DY (packed), reduction over its Cout channels, Cin output
+ * channels, tap k reading DY row r + (pad - k)*B, chains from +0. */
+static inline ct_pk ct_plan_pk(const ct_plan *P) {
+    ct_pk k = {.U = P->U, .B = P->B, .compute = P->compute, .hbits = P->hbits, .hrnd = P->hrnd};
+    return k;
+}
+static inline ct_red ct_gi_red(const ct_plan *P) {
+    ct_red R = {.U = P->U, .acc = P->sm.acc, .fwd = 0, .k0 = P->sm.k0, .K = P->K, .pad = P->pad, .B = P->B,
+                .t_c = P->T_in, .t_a = P->T_out, .n_red = P->Cout, .n_out = P->Cin,
+                .A = P->ws.DYp, .a_ps = P->ws.dy_ps, .a_r0 = P->ws.dy_r0, .Ac = P->ws.DYc, .a_ld = P->nr.nlo,
+                .W = P->ws.Wp, .start = NULL};
+    return R;
 }
 
 /* ------------------------------------------------------------------------------------------------ */

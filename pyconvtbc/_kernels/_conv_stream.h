@@ -22,7 +22,8 @@
 /* pack DY rows [r, r + n) (t-major) of panel q at buffer row r - dy_r0, rounded to C */
 static void ct_win_pack_rows(const ct_plan *P, int64_t q, int64_t r, int64_t n) {
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
-    ct_pack_rows(P, &P->dy, P->Cout, r, n, co0, wq, P->ws.DYp + q * P->ws.dy_ps * CT_PO + (r - P->ws.dy_r0) * wq);
+    ct_pk pk = ct_plan_pk(P);
+    ct_pack_rows(&pk, &P->dy, P->Cout, r, n, co0, wq, P->ws.DYp + q * P->ws.dy_ps * CT_PO + (r - P->ws.dy_r0) * wq);
 }
 
 /* The DY rows [*ra, *rz) that gi window w's row blocks read: their rows shifted by pad - k for every tap k */
@@ -43,7 +44,8 @@ static void ct_win1_pack(const ct_plan *P, int64_t w, int64_t task) {
     if (ct_stop(P)) return;
     int64_t ra, rz;
     ct_win1_rows(P, w, &ra, &rz);
-    ct_window_pack(P, &P->dy, P->Cout, P->ws.DYp, P->tk.nq, ra, rz, task);
+    ct_pk pk = ct_plan_pk(P);
+    ct_window_pack(&pk, &P->dy, P->Cout, P->ws.DYp, P->ws.dy_ps, P->tk.nq, ra, rz, task);
 }
 
 /* pass 2, window w: sets its rows (w_r0, w_r1 and dy_r0; or items w_b0..w_b1 x t's w_t0..w_t1); returns its
@@ -78,8 +80,9 @@ static void ct_win2_pack(const ct_plan *P, int64_t task) {
     int64_t bi = P->st.w_b0 + c, b = P->sm.perm ? P->sm.perm[bi] : bi, nt = P->st.w_t1 - P->st.w_t0;
     int64_t co0 = q * CT_PO, wq = ct_min(CT_PO, P->Cout - co0);
     float *v = P->ws.DYp + q * P->ws.dy_ps * CT_PO + c * nt * wq;
+    ct_pk pk = ct_plan_pk(P);
     for (int64_t t = P->st.w_t0; t < P->st.w_t1; t++)
-        ct_decode_rows(P, &P->dy, P->Cout, t * P->B + b, 1, co0, wq, v + (t - P->st.w_t0) * wq);
+        ct_decode_rows(&pk, &P->dy, P->Cout, t * P->B + b, 1, co0, wq, v + (t - P->st.w_t0) * wq);
     P->U->round_row(v, nt * wq, ct_round_for(P->dy.dt, P->compute), P->hbits, P->hrnd);
 }
 

@@ -127,7 +127,6 @@ cdef extern from "_conv_fwd.h" nogil:
         float *Wp
         float *cbuf
     ctypedef struct ct_fwd:
-        ct_plan u
         int64_t T_in, B, Cin, Cout, K, pad, T_out, RI, RO
         int compute, hbits, hrnd, hif8_rnd, saturate, acc, pre
         const ct_ukr *U
@@ -138,6 +137,9 @@ cdef extern from "_conv_fwd.h" nogil:
         ct_fwd_tasks tk
         int win
         int64_t n_w, w_rb
+        int (*poll)(void *) noexcept nogil
+        void *poll_ctx
+    int ct_fwd_stop(const ct_fwd *F)
     int ct_fwd_init(ct_fwd *F, int64_t T_in, int64_t B, int64_t Cin, int64_t Cout, int64_t K, int64_t pad,
                     int64_t nthreads, int acc, int64_t k0, int out_dt, int pre, const ct_ukr *U)
     void ct_fwd_bind(ct_fwd *F)
@@ -982,8 +984,8 @@ cdef int _fwd_execute(ct_fwd *F, uintptr_t ws_ptr, int64_t ws_size, cancel) exce
     cdef int threads = <int>F.tk.nthreads_max if work >= knobs.par_min else 1
     cdef _poll_ctx ctx
     keep = _poll_begin(&ctx, cancel)
-    F.u.poll = _poll
-    F.u.poll_ctx = &ctx
+    F.poll = _poll
+    F.poll_ctx = &ctx
     with nogil:
         _execute_fwd(F, threads)
         _canon(NULL, F, threads)
@@ -1059,7 +1061,7 @@ cdef void _execute_fwd_streamed(ct_fwd *F, int threads) noexcept nogil:
     for i in prange(F.tk.n_pack_x, F.tk.n_pack, num_threads=max(1, threads), schedule="dynamic"):
         ct_fwd_pack_task(F, i)
     for w in range(F.n_w):
-        if ct_stop(&F.u):
+        if ct_fwd_stop(F):
             break
         n = ct_fwd_win_begin(F, w)
         a = w * F.w_rb * F.tk.n_jb
