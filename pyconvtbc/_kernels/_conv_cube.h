@@ -236,8 +236,10 @@ static void ct_gwc_chunk(const ct_plan *P, const ct_gw_tile *T, int64_t q0, int6
                 int64_t wi = ct_min(CT_PX, P->Cin - ci);
                 const float *Xq = P->ws.Xp + (ci / CT_PX) * P->RI * CT_PX;
                 int64_t kt = k - T->k0, o = (ci - T->I0) * T->ld + (co - T->C0);
-                /* at most 16 co: two full-or-last X panels to a call (where the table has the pair kernel) */
-                if (P->U->gwc_pair && P->sm.acc == CT_ACC_CUBE && wq <= 16 && wi == CT_PX && ci + CT_PX < T->I1) {
+                /* at most gwc_pair_n co: two full-or-last X panels to a call (where the table has the pair
+                 * kernel) */
+                if (P->U->gwc_pair && P->sm.acc == CT_ACC_CUBE && wq <= P->U->gwc_pair_n && wi == CT_PX &&
+                    ci + CT_PX < T->I1) {
                     int64_t wi2 = ct_min(CT_PX, P->Cin - ci - CT_PX);
                     const float *Xq2 = Xq + P->RI * CT_PX;
                     for (int64_t j = 0; j < ni; j++) {

@@ -114,6 +114,7 @@ typedef struct ct_ukr {
     int64_t gi_mr_narrow, gi_mr_wide;  /* sequential gradInput rows per micro-tile, panels of <= 16 / > 16 columns */
     int64_t gwn_mh, gwn_mw;            /* narrow gradWeight register tile: ci x co */
     int64_t narrow_gi_max_cin;         /* ascend950 "cube": the narrow gradInput kernels up to this many gi channels */
+    int64_t gwc_pair_n;                /* the most co columns one gwc_pair call takes (0: no gwc_pair) */
     /* ---- rows: decode to fp32, round to the compute precision, cast and store; gradBias partial sums ---- */
     void (*decode_row)(const char *src, int64_t stride, int dt, int64_t n, float *out);
     /* rows of n <= 16 contiguous fp32 channels, row i at base + t*s0 + b*s1, (t, b) walking t fastest from the
@@ -141,7 +142,8 @@ typedef struct ct_ukr {
     void (*gwc)(int form, int64_t m, int64_t n, const float *A, int64_t lda, const float *B, int64_t ldb,
                 int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd, float *Cc, int64_t ldc, int cin,
                 ct_gw_pf *F);
-    /* the same for two X panels at once (8 ci of A, m2 of A2), n <= 16, form CT_ACC_CUBE; NULL: not offered */
+    /* the same for two X panels at once (8 ci of A, m2 of A2), n <= gwc_pair_n, form CT_ACC_CUBE; NULL: not
+     * offered */
     void (*gwc_pair)(int64_t m2, int64_t n, const float *A, int64_t lda, const float *A2, int64_t lda2,
                      const float *B, int64_t ldb, int64_t nr, int64_t first, int64_t k0, float *D, int64_t ldd,
                      float *Cc, int64_t ldc, int cin, ct_gw_pf *F);

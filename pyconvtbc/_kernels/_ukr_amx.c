@@ -64,10 +64,10 @@ static inline float ct_amx_bf(uint32_t h) {        /* a bf16 half, read as the t
 }
 static inline float ct_amx_ftz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
 
-static int ct_amx_fault = 0;
+static int ct_amx_fault = 0;    /* test hook: the engines' results perturbed (the self-test must catch it) */
 /* tile steps made on the engines, and blocks the guard sent to the base kernel (all threads; tests read them) */
 static int64_t ct_amx_nrun[2], ct_amx_nfall[2];
-static inline void ct_amx_count(int64_t *c, int64_t v) { if (v) __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }   /* test hook: the engines' results perturbed (the self-test must catch it) */
+static inline void ct_amx_count(int64_t *c, int64_t v) { if (v) __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
 
 static void ct_amx_run_sw(float *C, int nct, const ct_amx_at *At, const ct_amx_bt *Bt, int nb) {
     for (int k = 0; k < nb; k++)
@@ -223,7 +223,9 @@ CT_I512A void ct_amx_vst_end(const ct_amx_vst *v, ct_amx_st *s) {
     s->emin = (int)_mm512_reduce_min_epu32(v->emin);
     s->emax = (int)_mm512_reduce_max_epu32(v->emax);
 }
-CT_I512A __mmask16 ct_amx_k16(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u); }
+CT_I512A __mmask16 ct_amx_k16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u);
+}
 
 static CT_T512A void ct_amx_pack_b_512(ct_amx_bt *T, ct_amx_st *s, const float *Bk, int64_t ldb, int64_t nk,
                                        int64_t n) {
@@ -253,7 +255,8 @@ static CT_T512A void ct_amx_pack_a_512(ct_amx_at *T, ct_amx_st *s, const float *
         return;
     }
     __m512i step = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i ix = _mm512_mullo_epi32(step, _mm512_set1_epi32((int)ds)), ix2 = _mm512_mullo_epi32(step, _mm512_set1_epi32((int)ds2));
+    __m512i ix = _mm512_mullo_epi32(step, _mm512_set1_epi32((int)ds));
+    __m512i ix2 = _mm512_mullo_epi32(step, _mm512_set1_epi32((int)ds2));
     for (int64_t m = 0; m < 16; m++) {
         __m512i a = _mm512_setzero_si512();
         if (m < mr) {
@@ -462,7 +465,7 @@ static inline int ct_amx_gw_takes(int form, int64_t m, int64_t n, int64_t first,
                                        ct_gw_pf *F) {                                                                  \
         if (ct_amx_gw_takes(CT_ACC_CUBE, 8 + m2, n, first, k0))                                                        \
             ct_amx_gw(&ct_amx_e[IDX], 8 + m2, n, A, lda, A2, lda2, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F);   \
-        else if (ct_amx_e[IDX].base.gwc_pair)                                                                          \
+        else if (ct_amx_e[IDX].base.gwc_pair && n <= ct_amx_e[IDX].base.gwc_pair_n)                                   \
             ct_amx_e[IDX].base.gwc_pair(m2, n, A, lda, A2, lda2, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F);     \
         else {                                                                                                         \
             ct_amx_e[IDX].base.gwc(CT_ACC_CUBE, 8, n, A, lda, B, ldb, nr, first, k0, D, ldd, Cc, ldc, cin, F);         \
@@ -557,7 +560,10 @@ static int ct_amx_selftest(const ct_amx_eng *E, char *why, size_t nwhy) {
     for (int m = 3; m < 16; m++) { a[m * 16 + 15] = (float)m; c[m * 32 + 31] = 0x1p-126f * (float)(m + 1); }
     b[15 * 32 + 31] = 0.5f;
     int bad = ct_amx_case(E, c, a, b, 1);
-    if (bad) { snprintf(why, nwhy, "self-test: %d of 512 outputs of the directed probes differ from the model", bad); return 0; }
+    if (bad) {
+        snprintf(why, nwhy, "self-test: %d of 512 outputs of the directed probes differ from the model", bad);
+        return 0;
+    }
     /* random blocks passing the guard, several exponent ranges, runs of 1..4 blocks */
     uint64_t s = 0x9E3779B97F4A7C15ull;
     static const int ranges[][2] = {{-3, 6}, {-50, 100}, {-56, 20}, {20, 30}};
@@ -611,6 +617,7 @@ int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw, int vec) {
     U->name = hw ? "amx" : "amx_standin";
     U->serves = CT_C_BF16;
     U->other = &E->base;
+    U->gwc_pair_n = 32;              /* 16 ci x 32 co: two full accumulator tiles a call */
 #if CT_AMX_HW
     if (hw) {
         U->gic_rows = ct_gic_rows_amx_hw;
@@ -651,7 +658,10 @@ void ct_amx_counts(int hw, int reset, int64_t *steps, int64_t *falls) {
     int i = hw ? 0 : 1;
     *steps = __atomic_load_n(&ct_amx_nrun[i], __ATOMIC_RELAXED);
     *falls = __atomic_load_n(&ct_amx_nfall[i], __ATOMIC_RELAXED);
-    if (reset) { __atomic_store_n(&ct_amx_nrun[i], 0, __ATOMIC_RELAXED); __atomic_store_n(&ct_amx_nfall[i], 0, __ATOMIC_RELAXED); }
+    if (reset) {
+        __atomic_store_n(&ct_amx_nrun[i], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&ct_amx_nfall[i], 0, __ATOMIC_RELAXED);
+    }
 }
 
 /* Test hook: fault = 1 perturbs every engine result (one output bit) and makes the next init run the self-test

@@ -1104,7 +1104,7 @@ int ct_ukr_init_avx512(ct_ukr *U, const ct_ukr_opts *o) {
     ct_bcast_on = o->bcast > 0;
     *U = (ct_ukr){
         .name = "avx512",
-        .gi_mr_narrow = 28, .gi_mr_wide = 14, .gwn_mh = 4, .gwn_mw = 4, .narrow_gi_max_cin = CT_NW,
+        .gi_mr_narrow = 28, .gi_mr_wide = 14, .gwn_mh = 4, .gwn_mw = 4, .narrow_gi_max_cin = CT_NW, .gwc_pair_n = 16,
         .decode_row = ct_decode_row_x512, .walk_rows = ct_walk_rows_512, .round_row = ct_round_row_512,
         .store_row = ct_store_row_512, .canon_nan = ct_canon_nan_512, .gb_partials = ct_gb_partials_512,
         .gi_seq = ct_gi_ukr_512, .gw_seq = ct_gw_seq_512,
