@@ -16,7 +16,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -56,7 +55,7 @@ def worker_paths():
             out.update(_run._interleaved(calls, req["reps"]))
             if "amx" in paths:                                  # the share of blocks on the tiles, one call
                 K.amx_counts(hw=True)
-                calls[0][1]() if calls[0][0].endswith("amx") else calls[1][1]()
+                dict(calls)[f"{op}_amx"]()
                 steps, falls = K.amx_counts(hw=True)
                 out[f"{op}_tiles"] = steps / max(1, steps + falls)
         print(json.dumps(out), flush=True)
@@ -97,25 +96,7 @@ def main(argv=None):
           flush=True)
     shapes = FAIRSEQ[:1] if args.quick else FAIRSEQ
     cases = [Case("fairseq", s, "bfloat16", 0, t) for s in shapes for t in (1, 2)]
-    results = {c.name: {} for c in cases}
-    ours = _run.spawn(__file__, "paths")
-    try:
-        import torch  # noqa: F401
-        theirs = _run.spawn(__file__, "torch")
-    except ImportError:
-        theirs = None
-    for p in range(args.passes):
-        for c in cases:
-            for w in (ours, theirs):
-                if w is None:
-                    continue
-                for k, v in _run.ask(w, {"case": c.__dict__, "reps": args.reps, "pass": p}).items():
-                    results[c.name].setdefault(k, []).append(v)
-                time.sleep(_run.PAUSE_S)
-    for w in (ours, theirs):
-        if w is not None:
-            w.stdin.close()
-            w.wait()
+    results, _ = _run.alternate(__file__, "paths", cases, args.passes, args.reps)
     for c in cases:
         res = results[c.name]
         med = {k: statistics.median(v) for k, v in res.items()}

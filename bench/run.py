@@ -183,8 +183,9 @@ def ask(proc, req):
 def alternate(script, role, cases, passes, reps, extra=None):
     """The passes of a comparison script: ``script --worker role`` times pyconvtbc's variants (a JSON dict name ->
     seconds per request) and, when torch is installed, ``script --worker torch`` times torch's call; per pass and
-    case, ours then torch's, with a pause between.  Returns ({case name: {column: [seconds per pass]}}, whether
-    torch ran).  extra: more request fields for our worker."""
+    case, ours then torch's, with a pause between (a torch worker answering without "times" names its columns
+    itself).  Returns ({case name: {column: [seconds per pass]}}, whether torch ran).  extra: more request fields
+    for our worker."""
     ours, theirs = spawn(script, role), None
     try:
         import torch  # noqa: F401
@@ -199,7 +200,10 @@ def alternate(script, role, cases, passes, reps, extra=None):
                 results[c.name].setdefault(k, []).append(v)
             time.sleep(PAUSE_S)
             if theirs is not None:
-                results[c.name].setdefault("torch", []).append(min(ask(theirs, {"case": d, "reps": reps})["times"]))
+                ans = ask(theirs, {"case": d, "reps": reps})
+                # {"times": [...]}: the column "torch" (its best); else the worker names its own columns
+                for k, v in ({"torch": min(ans["times"])} if "times" in ans else ans).items():
+                    results[c.name].setdefault(k, []).append(v)
                 time.sleep(PAUSE_S)
     for w in (ours, theirs):
         if w is not None:

@@ -84,10 +84,10 @@ def same_as_plain(engine, dy, x, w, b, pad, threads=1, **kw):
     (tile steps, guard-failing blocks)."""
     engine_counts(engine)                                               # reset
     got = backward(engine, dy, x, w, b, pad, threads, **kw)
-    out = forward(engine, x, w, b, pad, threads, **{k: v for k, v in kw.items() if k != "deterministic"})
+    out = forward(engine, x, w, b, pad, threads, **kw)
     counts = engine_counts(engine)
     ref = backward(PLAIN, dy, x, w, b, pad, threads, **kw)
-    rout = forward(PLAIN, x, w, b, pad, threads, **{k: v for k, v in kw.items() if k != "deterministic"})
+    rout = forward(PLAIN, x, w, b, pad, threads, **kw)
     for name, g, r in zip(("gradInput", "gradWeight", "gradBias", "forward"), got + (out,), ref + (rout,)):
         assert g.dtype == r.dtype and (bits(g) == bits(r)).all(), (name, engine, PLAIN)
     return counts

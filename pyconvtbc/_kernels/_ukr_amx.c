@@ -69,6 +69,15 @@ static int ct_amx_fault = 0;    /* test hook: the engines' results perturbed (th
 static int64_t ct_amx_nrun[2], ct_amx_nfall[2];
 static inline void ct_amx_count(int64_t *c, int64_t v) { if (v) __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
 
+/* the fault hook's work: one bit of the first output flipped after a run */
+static inline void ct_amx_perturb(float *C, int nb) {
+    if (!ct_amx_fault || nb <= 0) return;
+    uint32_t u;
+    memcpy(&u, C, 4);
+    u ^= 1u;
+    memcpy(C, &u, 4);
+}
+
 static void ct_amx_run_sw(float *C, int nct, const ct_amx_at *At, const ct_amx_bt *Bt, int nb) {
     for (int k = 0; k < nb; k++)
         for (int m = 0; m < 16; m++)
@@ -83,12 +92,7 @@ static void ct_amx_run_sw(float *C, int nct, const ct_amx_at *At, const ct_amx_b
                 if (fabsf(c) < 0x1p-126f) c = copysignf(0.0f, c);
                 C[m * 32 + n] = ct_amx_ftz(c + ct_amx_ftz(ev + od));
             }
-    if (ct_amx_fault && nb > 0) {
-        uint32_t u;
-        memcpy(&u, C, 4);
-        u ^= 1u;
-        memcpy(C, &u, 4);
-    }
+    ct_amx_perturb(C, nb);
 }
 
 #if CT_AMX_HW
@@ -127,12 +131,7 @@ static CT_TAMX void ct_amx_run_hw(float *C, int nct, const ct_amx_at *At, const 
     }
     _tile_stored(0, C, 128);
     _tile_release();
-    if (ct_amx_fault && nb > 0) {
-        uint32_t u;
-        memcpy(&u, C, 4);
-        u ^= 1u;
-        memcpy(C, &u, 4);
-    }
+    ct_amx_perturb(C, nb);
 }
 
 /* the CPU has AMX-TILE and AMX-BF16, the OS saves the tile state, and Linux granted this process its use */
@@ -331,6 +330,7 @@ static inline __attribute__((always_inline)) void ct_amx_gic(
         E->base.gic_rows(form, i0, i1, n, DYp, RO, rowoff, dk, K, jb0, jb1, k0, Cout, Bp, C, ldc);
         return;
     }
+    if (i0 >= i1) return;
     ct_amx_at At[CT_AMX_RB];
     ct_amx_bt Bt[CT_AMX_RB];
     ct_amx_st sa[CT_AMX_RB], sb[CT_AMX_RB];
@@ -497,16 +497,23 @@ static float ct_amx_rval(uint64_t *s, int e0, int er) {
 
 /* one self-test case: C0 (16 x 32) + nb blocks of a (16 x 16 per block) and b (16 x 32 per block) through the
  * engine, against the model (fmaf chain from +0 per block, one add); returns the number of differing outputs */
-static int ct_amx_case(const ct_amx_eng *E, const float *c0, const float *a, const float *b, int nb) {
+/* C (16 x 32) through the engine's tile steps of nb <= 4 blocks a[k] (16 x 16) and b[k] (16 x 32), no guard */
+static void ct_amx_steps(const ct_amx_eng *E, float *C, const float *a, const float *b, int nb) {
     ct_amx_at At[4];
     ct_amx_bt Bt[4];
     ct_amx_st s;
+    for (int k = 0; k < nb; k++) {
+        E->pack_a(&At[k], &s, a + k * 256, NULL, 16, 1, 0, 16, 16);
+        E->pack_b(&Bt[k], &s, b + k * 512, 32, 16, 32);
+    }
+    E->run(C, 2, At, Bt, nb);
+}
+
+static int ct_amx_case(const ct_amx_eng *E, const float *c0, const float *a, const float *b, int nb) {
     float C[16 * 32], R[16 * 32];
     memcpy(C, c0, sizeof C);
     memcpy(R, c0, sizeof R);
     for (int k = 0; k < nb; k++) {
-        E->pack_a(&At[k], &s, a + k * 256, NULL, 16, 1, 0, 16, 16);
-        E->pack_b(&Bt[k], &s, b + k * 512, 32, 16, 32);
         for (int m = 0; m < 16; m++)
             for (int n = 0; n < 32; n++) {
                 float t = 0.0f;
@@ -514,7 +521,7 @@ static int ct_amx_case(const ct_amx_eng *E, const float *c0, const float *a, con
                 R[m * 32 + n] = R[m * 32 + n] + t;
             }
     }
-    E->run(C, 2, At, Bt, nb);
+    ct_amx_steps(E, C, a, b, nb);
     int bad = 0;
     for (int e = 0; e < 16 * 32; e++) bad += memcmp(&C[e], &R[e], 4) != 0;
     return bad;
@@ -636,16 +643,9 @@ int ct_ukr_init_amx(ct_ukr *U, const ct_ukr *base, int hw, int vec) {
  * off) or the stand-in; block k's operands a[k] (16 x 16: row m, product d) and b[k] (16 x 32: product d,
  * column n), fp32 values whose bits' low half is dropped (bf16), in the even halves, zeros in the odd ones. */
 int ct_amx_tile_dot(int hw, float *C, const float *a, const float *b, int nb) {
-    ct_amx_at At[4];
-    ct_amx_bt Bt[4];
-    ct_amx_st s;
     const ct_amx_eng *E = &ct_amx_e[hw ? 0 : 1];
     if (nb < 0 || nb > 4 || E->ok != 1) return -1;
-    for (int k = 0; k < nb; k++) {
-        E->pack_a(&At[k], &s, a + k * 256, NULL, 16, 1, 0, 16, 16);
-        E->pack_b(&Bt[k], &s, b + k * 512, 32, 16, 32);
-    }
-    E->run(C, 2, At, Bt, nb);
+    ct_amx_steps(E, C, a, b, nb);
     return 0;
 }
 
